@@ -1,0 +1,79 @@
+// dlock/client.hpp — the connection to Redis that every lock uses.
+//
+// A Client owns one event-loop thread and a small, fixed number of pipelined connections per
+// Redis node, plus one subscriber connection per node for release notifications and one renewal
+// scheduler (the watchdog) for all the leases it holds. There is no thread, timer or connection
+// per lock. Create one Client per process (or per Redis deployment) and share it.
+//
+// Thread safety: all members may be called from any thread. Callbacks given to the async_*
+// members run on the Client's event-loop thread and must not block; a blocking member called
+// from that thread fails with errc::called_from_event_loop instead of deadlocking.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <stop_token>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "dlock/options.hpp"
+#include "dlock/reply.hpp"
+#include "dlock/result.hpp"
+#include "dlock/url.hpp"
+
+namespace dlock {
+
+namespace detail {
+class ClientCore;
+}
+
+class Client {
+ public:
+  // Client(url, options)
+  //
+  // Parses the URL (see parse_url) and validates the options; throws std::system_error with
+  // errc::invalid_argument when either is bad. Does not block and does not fail when the
+  // server is down: connections are opened in the background and re-opened with jittered,
+  // capped backoff. Commands sent while a node is unreachable fail fast with errc::connection.
+  explicit Client(std::string_view url, ClientOptions options = {});
+
+  // ~Client()
+  //
+  // Releases the leases this Client still holds (best effort, bounded by
+  // ClientOptions::shutdown_timeout), fails pending operations with errc::shutdown, and joins
+  // the event-loop thread. Lock objects that outlive the Client fail with errc::shutdown.
+  ~Client();
+
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  // command()
+  //
+  // Sends one command and blocks for its reply. An error reply becomes an Error: WRONGTYPE is
+  // errc::wrong_type, NOAUTH/NOPERM/WRONGPASS are errc::auth, others errc::server; transport
+  // failures are errc::connection or errc::timeout. Cancellable through `stop`.
+  Result<Reply> command(std::vector<std::string> args, std::stop_token stop = {});
+
+  // async_command(): the same without blocking; `done` runs on the event-loop thread.
+  void async_command(std::vector<std::string> args, std::function<void(Result<Reply>)> done);
+
+  // ping(): PING, retried until the server answers or `timeout` passes. For start-up checks.
+  Result<void> ping(milliseconds timeout = milliseconds{3000});
+
+  // Number of leases this Client currently keeps alive (held and not lost).
+  std::size_t active_leases() const;
+
+  const ServerAddress& address() const noexcept;
+  const ClientOptions& options() const noexcept;
+  // True when called on this Client's event-loop thread.
+  bool on_event_loop_thread() const noexcept;
+
+  // For lock implementations; not part of the stable API.
+  const std::shared_ptr<detail::ClientCore>& core() const noexcept { return core_; }
+
+ private:
+  std::shared_ptr<detail::ClientCore> core_;
+};
+
+}  // namespace dlock

@@ -1,0 +1,14 @@
+// dlock/dlock.hpp — everything: the Client, the lock kinds, leases and fencing.
+#pragma once
+
+#include "dlock/client.hpp"
+#include "dlock/clock.hpp"
+#include "dlock/duration.hpp"
+#include "dlock/error.hpp"
+#include "dlock/fencing.hpp"
+#include "dlock/lease.hpp"
+#include "dlock/mutex.hpp"
+#include "dlock/options.hpp"
+#include "dlock/reply.hpp"
+#include "dlock/result.hpp"
+#include "dlock/url.hpp"

@@ -1,0 +1,83 @@
+// dlock/lease.hpp — one acquisition of a lock: its token, its validity, and its end.
+//
+// A Lease is what an acquisition returns. It is a move-only handle to a small record that the
+// Client's watchdog renews (LeaseMode::watchdog) or merely watches (LeaseMode::fixed_ttl).
+// Destroying a Lease releases the lock (noexcept, blocking for at most one command timeout).
+//
+// Loss: a lease is *lost* when the watchdog finds the key gone or holding another token, or when
+// its validity runs out on this machine's clock (CLOCK_BOOTTIME) without a successful renewal.
+// Either way LeaseEvents::on_lost runs exactly once and lost() turns true. Transient renewal
+// errors are retried until the validity truly ends; they never stop renewal silently.
+//
+// Not guaranteed: that nobody else holds the lock while lost() is still false. A process paused
+// past its lease, or a Redis failover that loses the key, can let another client in before this
+// one learns of it. Pass token() to the resource and let it reject stale writes (fencing.hpp).
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "dlock/fencing.hpp"
+#include "dlock/options.hpp"
+#include "dlock/result.hpp"
+
+namespace dlock {
+
+namespace detail {
+class LeaseRecord;
+}
+
+class Lease {
+ public:
+  Lease() noexcept = default;
+  explicit Lease(std::shared_ptr<detail::LeaseRecord> rec) noexcept;
+  Lease(Lease&&) noexcept = default;
+  // Releases the lease held before (noexcept), then takes over `other`'s.
+  Lease& operator=(Lease&& other) noexcept;
+  Lease(const Lease&) = delete;
+  Lease& operator=(const Lease&) = delete;
+  ~Lease();
+
+  // True when this handle refers to an acquisition (held, lost or released).
+  explicit operator bool() const noexcept { return rec_ != nullptr; }
+
+  // held(): acquired, not released, and not known to be lost. Never blocks.
+  bool held() const noexcept;
+  // lost(): the watchdog found the lock gone, or its validity ran out. Never blocks.
+  bool lost() const noexcept;
+  std::optional<LossReason> loss_reason() const noexcept;
+
+  const std::string& name() const noexcept;
+  // The owner token stored in Redis: "<32 hex digits>@<host>:<pid>".
+  const std::string& owner() const noexcept;
+  FencingToken token() const noexcept;
+  // Validity left on this machine's clock, already reduced by the drift allowance. Zero when
+  // lost or released. Never blocks.
+  milliseconds remaining() const noexcept;
+
+  // extend(ttl)
+  //
+  // Sets the key's TTL to `ttl` from now if this owner still holds it; the watchdog then uses
+  // `ttl` for later renewals. Blocks for one round trip. Errors: not_owner (the lease is lost;
+  // on_lost runs), connection, timeout, invalid_argument (ttl <= 0).
+  Result<void> extend(milliseconds ttl);
+
+  // release()
+  //
+  // Stops renewal first (so no renewal can outlive it), then deletes the key if this owner
+  // still holds it and publishes a release notification. Blocks for one round trip, retried
+  // once after a connection error; a repeated release of the same lease is harmless and reports
+  // success. Errors: lock_lost (the lock was no longer ours: someone else may have held it in
+  // the meantime), connection/timeout (outcome unknown; the key expires at its TTL).
+  Result<void> release() noexcept;
+
+  // For lock implementations; not part of the stable API.
+  const std::shared_ptr<detail::LeaseRecord>& record() const noexcept { return rec_; }
+
+ private:
+  std::shared_ptr<detail::LeaseRecord> rec_;
+};
+
+}  // namespace dlock

@@ -1,0 +1,114 @@
+// dlock/mutex.hpp — dlock::Mutex, an exclusive lock across processes and machines.
+//
+// Redis layout (a public contract; other clients interoperate through it), for a lock named N
+// and the prefix P (default "dlock:"):
+//   P{N}          string: the holder's owner token "<32 hex>@<host>:<pid>", set with SET NX PX
+//   P{N}:fence    string: the fencing counter; no TTL, never deleted
+//   P{N}:rel      string: the last releaser's owner token, for 30 s (makes release idempotent)
+//   P{N}:ch       pub/sub channel: "released" after a release, "revoked" after a forced unlock
+// Any client that takes the lock with SET P{N} <token> NX PX and releases with a
+// compare-and-delete excludes dlock, and dlock excludes it (its release publishes nothing, so
+// dlock's waiters notice it within WaitOptions::recheck_interval).
+//
+// Mutex meets the standard TimedLockable requirements, so std::unique_lock, std::scoped_lock,
+// std::lock_guard and std::condition_variable_any work with it. As with std::timed_mutex, the
+// thread that locked must be the one that unlocks; code that moves between threads (coroutines,
+// thread pools) uses acquire() and the Lease it returns.
+//
+// Not guaranteed: fairness (Mutex waiters of one process queue in order, but processes race;
+// use FairLock for global FIFO), and exclusion across a Redis failover or a holder paused past
+// its lease (use the fencing token).
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <stop_token>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "dlock/client.hpp"
+#include "dlock/lease.hpp"
+#include "dlock/options.hpp"
+
+namespace dlock {
+
+class Mutex {
+ public:
+  // Mutex(client, name, lease)
+  //
+  // Names are 1–512 bytes without '{', '}' or control characters; anything else throws
+  // std::system_error(errc::invalid_argument). Never blocks; touches no server.
+  Mutex(Client& client, std::string name, LeaseOptions lease = {});
+  ~Mutex();  // releases holds still taken through lock() (noexcept)
+
+  Mutex(const Mutex&) = delete;
+  Mutex& operator=(const Mutex&) = delete;
+
+  // acquire(wait, stop)
+  //
+  // Takes the lock, waiting as WaitOptions says: woken by a release notification, and in any
+  // case rechecking when the holder's TTL ends or after recheck_interval. Returns the Lease.
+  // Errors: busy (timeout zero and held), timeout, cancelled (stop requested), wrong_type,
+  // connection, auth, called_from_event_loop, shutdown.
+  Result<Lease> acquire(WaitOptions wait = {}, std::stop_token stop = {});
+
+  // async_acquire(): acquire() without blocking; `done` runs on the event-loop thread.
+  void async_acquire(WaitOptions wait, std::function<void(Result<Lease>)> done,
+                     std::stop_token stop = {});
+
+  // --- Standard Lockable / TimedLockable members ---------------------------------------------
+  // lock(): blocks until acquired; throws std::system_error on any error (connection...).
+  void lock();
+  // try_lock(): one attempt, no waiting. false when held by another; throws on other errors.
+  bool try_lock();
+  template <class Rep, class Period>
+  bool try_lock_for(const std::chrono::duration<Rep, Period>& d) {
+    return timed_try(std::chrono::ceil<milliseconds>(d));
+  }
+  template <class Clock, class Duration>
+  bool try_lock_until(const std::chrono::time_point<Clock, Duration>& t) {
+    return timed_try(std::chrono::ceil<milliseconds>(t - Clock::now()));
+  }
+  // unlock(): releases the calling thread's hold. Never throws. When the lock turns out to have
+  // been lost, that is recorded: lost() and last_error() tell it.
+  void unlock() noexcept;
+
+  // --- State of the calling thread's hold (taken through lock()/try_lock*) -------------------
+  // True while the calling thread holds the lock and it is not known to be lost.
+  bool owns_lock() const noexcept;
+  // The fencing token of the calling thread's current (or most recent) hold.
+  FencingToken fencing_token() const noexcept;
+  // True when the calling thread's current or most recent hold was lost.
+  bool lost() const noexcept;
+  // Validity left of the calling thread's hold.
+  milliseconds remaining() const noexcept;
+  // The error of the calling thread's last unlock() (lock_lost, connection...), else empty.
+  Error last_error() const;
+
+  const std::string& name() const noexcept { return name_; }
+  // The Redis key of the lock: prefix + "{" + name + "}".
+  const std::string& key() const noexcept { return key_; }
+
+ private:
+  bool timed_try(milliseconds d);
+  struct Hold {
+    std::thread::id thread;
+    Lease lease;
+    FencingToken token;
+    bool lost = false;
+    Error last_error;
+  };
+  Hold* hold_of_this_thread() const;
+
+  std::shared_ptr<detail::ClientCore> core_;
+  std::string name_;
+  std::string key_;
+  LeaseOptions lease_;
+  mutable std::mutex holds_mu_;
+  mutable std::vector<Hold> holds_;
+};
+
+}  // namespace dlock

@@ -1,0 +1,97 @@
+// dlock/options.hpp — typed options for the Client and for leases.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <functional>
+#include <optional>
+#include <string>
+#include <system_error>
+
+namespace dlock {
+
+using std::chrono::milliseconds;
+
+// Reconnect backoff: capped exponential with full jitter ("decorrelated" retry storms are
+// what break a recovering server).
+struct BackoffPolicy {
+  milliseconds initial{50};
+  milliseconds max{2000};
+  double multiplier = 2.0;
+};
+
+struct ClientOptions {
+  // Time to open a TCP/unix connection and finish AUTH/SELECT/CLIENT SETNAME.
+  milliseconds connect_timeout{3000};
+  // Time a command may wait for its reply. A command that times out closes its connection,
+  // because a pipelined reply stream cannot be resynchronised.
+  milliseconds command_timeout{3000};
+  // Command connections per node. Commands from all threads are pipelined over these; there is
+  // no connection per lock or per thread. The subscriber connection comes on top.
+  unsigned connections_per_node = 1;
+  // Sent as CLIENT SETNAME, so operators can see dlock clients in CLIENT LIST. Must not contain
+  // spaces. Empty: no SETNAME.
+  std::string client_name = "dlock";
+  // Prefix of every key and channel dlock writes. No braces (the lock name is the hash tag).
+  std::string key_prefix = "dlock:";
+  // Commands queued per node (written or waiting for a connection) before new ones fail with
+  // errc::overloaded.
+  std::size_t max_queued_commands = 100000;
+  BackoffPolicy reconnect;
+  // Destroying the Client releases the leases it still holds, waiting at most this long.
+  milliseconds shutdown_timeout{2000};
+  // Password/user override (e.g. from an environment variable) so it need not appear in a URL.
+  std::optional<std::string> user;
+  std::optional<std::string> password;
+};
+
+// How a lease stays alive.
+enum class LeaseMode {
+  // Renewed by the Client's watchdog while held (the default): ttl 30 s, renewed every 10 s.
+  watchdog,
+  // Expires ttl after it was taken; never renewed. The holder is still told when it ends.
+  fixed_ttl,
+};
+
+// Why a held lease ended without the holder releasing it.
+enum class LossReason {
+  // Renewal found the key gone or holding another owner's token (deleted, replaced, expired
+  // on the server, or force-unlocked).
+  taken,
+  // The lease's validity ran out on the client's clock without a successful renewal
+  // (server unreachable, or fixed-TTL lease reached its end).
+  expired,
+};
+
+struct LeaseEvents {
+  // Runs once, on the Client's event-loop thread, when the lease is lost. Must not block.
+  std::function<void(LossReason)> on_lost;
+  // Runs on the event-loop thread when renewals have failed long enough that the lease has
+  // less than LeaseOptions::at_risk_margin of validity left. A holder should stop writing.
+  // Runs again only after a renewal succeeded in between. Must not block.
+  std::function<void(milliseconds remaining)> on_at_risk;
+};
+
+struct LeaseOptions {
+  LeaseMode mode = LeaseMode::watchdog;
+  // Time to live of the key in Redis, refreshed by each renewal (watchdog) or fixed.
+  milliseconds ttl{30000};
+  // Watchdog: time between renewals. Zero means ttl / 3.
+  milliseconds renew_interval{0};
+  // Watchdog: "at risk" when less than this validity is left without a renewal. Zero: ttl / 3.
+  milliseconds at_risk_margin{0};
+  // Subtracted from every validity to allow for clock-rate drift between client and server
+  // and for the time the reply took. Zero means ttl / 100 + 2 ms.
+  milliseconds drift_allowance{0};
+  LeaseEvents events;
+};
+
+struct WaitOptions {
+  // How long to wait for the lock. nullopt: forever. Zero: one attempt, no waiting.
+  std::optional<milliseconds> timeout;
+  // Upper bound on one sleep between attempts when no release notification arrives, jittered
+  // by +-20%. This is what lets a waiter notice a release by a client that publishes nothing.
+  milliseconds recheck_interval{500};
+};
+
+}  // namespace dlock

@@ -1,0 +1,87 @@
+#include "dlock/client.hpp"
+
+#include "client_core.hpp"
+#include "util/names.hpp"
+#include "util/sync_wait.hpp"
+
+namespace dlock {
+
+namespace {
+
+Result<void> validate(const ClientOptions& o) {
+  if (auto ok = detail::validate_prefix(o.key_prefix); !ok) return ok;
+  if (o.connect_timeout.count() <= 0) return Error(errc::invalid_argument, "connect_timeout must be positive");
+  if (o.command_timeout.count() <= 0) return Error(errc::invalid_argument, "command_timeout must be positive");
+  if (o.connections_per_node == 0 || o.connections_per_node > 64) {
+    return Error(errc::invalid_argument, "connections_per_node must be 1-64");
+  }
+  if (o.client_name.find_first_of(" \r\n") != std::string::npos) {
+    return Error(errc::invalid_argument, "client_name must not contain spaces or newlines");
+  }
+  if (o.max_queued_commands == 0) return Error(errc::invalid_argument, "max_queued_commands must be positive");
+  return {};
+}
+
+Result<Reply> to_result(Result<Reply> r, const std::string& where) {
+  if (r.ok() && r->is_error()) return Error(detail::classify_error_reply(*r), where + ": " + r->str());
+  return r;
+}
+
+}  // namespace
+
+Client::Client(std::string_view url, ClientOptions options) {
+  auto address = parse_url(url);
+  if (!address) throw_error(address.code(), address.error().what());
+  if (auto ok = validate(options); !ok) throw_error(ok.code(), ok.error().what());
+  core_ = std::make_shared<detail::ClientCore>(std::move(*address), std::move(options));
+  core_->start();
+}
+
+Client::~Client() { core_->shutdown(); }
+
+Result<Reply> Client::command(std::vector<std::string> args, std::stop_token stop) {
+  if (args.empty()) return Error(errc::invalid_argument, "empty command");
+  if (core_->on_loop_thread()) {
+    return Error(errc::called_from_event_loop, "Client::command() called on the client's event-loop thread");
+  }
+  auto wait = std::make_shared<detail::SyncWait<Result<Reply>>>();
+  const std::string where = args[0] + " on " + core_->address().display();
+  std::optional<std::stop_callback<std::function<void()>>> on_stop;
+  if (stop.stop_possible()) {
+    on_stop.emplace(stop, std::function<void()>([wait, where] {
+                      wait->set(Error(errc::cancelled, where + " cancelled"));
+                    }));
+  }
+  core_->send(detail::format_command(args), [wait](Result<Reply> r) { wait->set(std::move(r)); });
+  return to_result(wait->wait(), where);
+}
+
+void Client::async_command(std::vector<std::string> args, std::function<void(Result<Reply>)> done) {
+  if (args.empty()) {
+    core_->post([done = std::move(done)] { done(Error(errc::invalid_argument, "empty command")); });
+    return;
+  }
+  std::string where = args[0] + " on " + core_->address().display();
+  core_->send(detail::format_command(args),
+              [done = std::move(done), where = std::move(where)](Result<Reply> r) { done(to_result(std::move(r), where)); });
+}
+
+Result<void> Client::ping(milliseconds timeout) {
+  const auto until = BootClock::now() + timeout;
+  Error last(errc::timeout, "no answer from " + core_->address().display());
+  while (BootClock::now() < until) {
+    auto r = command({"PING"});
+    if (r.ok()) return {};
+    last = r.error();
+    if (r.code() == errc::auth || r.code() == errc::shutdown || r.code() == errc::called_from_event_loop) break;
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  return last;
+}
+
+std::size_t Client::active_leases() const { return core_->active_leases(); }
+const ServerAddress& Client::address() const noexcept { return core_->address(); }
+const ClientOptions& Client::options() const noexcept { return core_->options(); }
+bool Client::on_event_loop_thread() const noexcept { return core_->on_loop_thread(); }
+
+}  // namespace dlock

@@ -1,0 +1,191 @@
+#include "client_core.hpp"
+
+#include <sys/random.h>
+#include <unistd.h>
+
+#include <array>
+#include <future>
+
+#include "renewal/lease_record.hpp"
+#include "scripts/script_call.hpp"
+
+namespace dlock::detail {
+namespace {
+
+std::string host_name() {
+  std::array<char, 256> buf{};
+  if (::gethostname(buf.data(), buf.size() - 1) != 0) return "unknown-host";
+  return buf.data();
+}
+
+}  // namespace
+
+ClientCore::ClientCore(ServerAddress address, ClientOptions options)
+    : address_(std::move(address)),
+      options_(std::move(options)),
+      identity_(host_name() + ":" + std::to_string(::getpid())) {
+  const unsigned n = std::max(1u, options_.connections_per_node);
+  for (unsigned i = 0; i < n; ++i) {
+    connections_.push_back(std::make_shared<Connection>(io_, address_, options_, this, false));
+  }
+  notifier_ = std::make_unique<Notifier>(io_, address_, options_);
+  renewals_ = std::make_unique<RenewalScheduler>(*this, io_);
+}
+
+ClientCore::~ClientCore() { shutdown(); }
+
+void ClientCore::start() {
+  work_.emplace(io_.get_executor());
+  std::promise<void> started;
+  auto ready = started.get_future();
+  thread_ = std::thread([this, &started] {
+    loop_thread_id_.store(std::this_thread::get_id());
+    started.set_value();
+    io_.run();
+  });
+  ready.wait();
+  post([this] {
+    for (auto& c : connections_) c->start();
+  });
+}
+
+std::string ClientCore::new_owner_token() const {
+  std::array<unsigned char, 16> bytes{};
+  std::size_t got = 0;
+  while (got < bytes.size()) {
+    ssize_t n = ::getrandom(bytes.data() + got, bytes.size() - got, 0);
+    if (n > 0) got += static_cast<std::size_t>(n);
+  }
+  static constexpr char hex[] = "0123456789abcdef";
+  std::string token;
+  token.reserve(33 + identity_.size());
+  for (unsigned char b : bytes) {
+    token.push_back(hex[b >> 4]);
+    token.push_back(hex[b & 15]);
+  }
+  token.push_back('@');
+  token += identity_;
+  return token;
+}
+
+void ClientCore::post(std::function<void()> fn) { asio::post(io_, std::move(fn)); }
+
+void ClientCore::send(std::string payload, ReplyHandler done) {
+  if (shut_down_.load()) return done(Error(errc::shutdown, "client is shut down"));
+  if (on_loop_thread()) return send_now(std::move(payload), std::move(done));
+  bool first = false;
+  {
+    std::lock_guard lock(submit_mu_);
+    first = submitted_.empty();
+    submitted_.push_back(Command{std::move(payload), std::move(done)});
+  }
+  // One post per batch: callers that arrive while a drain is pending just append.
+  if (first) asio::post(io_, [self = shared_from_this()] { self->drain(); });
+}
+
+void ClientCore::drain() {
+  std::vector<Command> batch;
+  {
+    std::lock_guard lock(submit_mu_);
+    batch.swap(submitted_);
+  }
+  for (auto& c : batch) send_now(std::move(c.payload), std::move(c.done));
+}
+
+Connection& ClientCore::pick_connection() {
+  // Prefer a ready connection, round robin; otherwise the next one (it queues or fails fast).
+  const std::size_t n = connections_.size();
+  for (std::size_t i = 0; i < n; ++i) {
+    Connection& c = *connections_[(next_connection_ + i) % n];
+    if (c.state() == Connection::State::ready) {
+      next_connection_ = (next_connection_ + i + 1) % n;
+      return c;
+    }
+  }
+  Connection& c = *connections_[next_connection_];
+  next_connection_ = (next_connection_ + 1) % n;
+  return c;
+}
+
+void ClientCore::send_now(std::string payload, ReplyHandler done) {
+  if (shut_down_.load() && !work_) return done(Error(errc::shutdown, "client is shut down"));
+  pick_connection().send(Command{std::move(payload), std::move(done)});
+}
+
+void ClientCore::eval(const Script& s, const std::vector<std::string>& keys, const std::vector<std::string>& args,
+                      ReplyHandler done) {
+  std::string payload = encode_evalsha(s, keys, args);
+  if (on_loop_thread()) return eval_now(s, std::move(payload), std::move(done));
+  post([self = shared_from_this(), &s, payload = std::move(payload), done = std::move(done)]() mutable {
+    self->eval_now(s, std::move(payload), std::move(done));
+  });
+}
+
+void ClientCore::eval_now(const Script& s, std::string payload, ReplyHandler done) {
+  std::string copy = payload;  // kept for the one EVAL fallback
+  send_now(std::move(payload), [this, &s, copy = std::move(copy), done = std::move(done)](Result<Reply> r) mutable {
+    if (r.ok() && r->is_error() && r->error_prefix() == "NOSCRIPT") {
+      return send_now(evalsha_to_eval(s, copy), std::move(done));
+    }
+    done(std::move(r));
+  });
+}
+
+void ClientCore::on_connection_state(Connection&, Connection::State) {}
+
+void ClientCore::shutdown() {
+  if (shut_down_.exchange(true)) return;
+  if (!thread_.joinable()) return;
+  if (on_loop_thread()) {
+    // Destroyed from one of its own callbacks: the loop cannot wait for itself. Close at once;
+    // the keys of leases still held expire at their TTL.
+    Error why(errc::shutdown, "client is shut down");
+    for (auto& c : connections_) c->close(why);
+    notifier_->close(why);
+    renewals_->take_all();
+    work_.reset();
+    io_.stop();
+    thread_.detach();
+    return;
+  }
+  // Release what is still held, best effort, bounded by shutdown_timeout.
+  std::promise<void> released;
+  auto done = released.get_future();
+  asio::post(io_, [this, &released] {
+    auto leases = renewals_->take_all();
+    if (leases.empty()) return released.set_value();
+    auto left = std::make_shared<std::size_t>(leases.size());
+    auto finished = std::make_shared<std::promise<void>*>(&released);
+    for (auto& rec : leases) {
+      if (!rec->begin_release()) {
+        if (--*left == 0) (*finished)->set_value();
+        continue;
+      }
+      active_leases_.fetch_sub(1);
+      std::vector<std::string> args{rec->owner};
+      args.insert(args.end(), rec->scripts.release_extra.begin(), rec->scripts.release_extra.end());
+      eval_now(*rec->scripts.release, encode_evalsha(*rec->scripts.release, rec->scripts.release_keys, args),
+               [rec, left, finished](Result<Reply>) {
+                 rec->finish_release();
+                 if (--*left == 0 && *finished) (*finished)->set_value();
+               });
+    }
+  });
+  const bool in_time = done.wait_for(options_.shutdown_timeout) == std::future_status::ready;
+  std::promise<void> closed;
+  auto closed_f = closed.get_future();
+  asio::post(io_, [this, &closed] {
+    Error why(errc::shutdown, "client is shut down");
+    for (auto& c : connections_) c->close(why);
+    notifier_->close(why);
+    renewals_->take_all();
+    work_.reset();
+    closed.set_value();
+  });
+  closed_f.wait();
+  io_.stop();
+  thread_.join();
+  (void)in_time;
+}
+
+}  // namespace dlock::detail

@@ -1,0 +1,94 @@
+// ClientCore: what a dlock::Client is made of. Owns the event loop and its thread, the node's
+// command connections, the Notifier, the RenewalScheduler and the per-lock wait queues.
+//
+// Threading: members marked "any thread" may be called from anywhere; the rest only on the loop
+// thread. Commands from other threads are collected in one queue and handed to the loop with a
+// single post per batch, so concurrent callers share writes (pipelining across callers).
+#pragma once
+
+#include <asio.hpp>
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "dlock/options.hpp"
+#include "dlock/url.hpp"
+#include "io/connection.hpp"
+#include "notify/notifier.hpp"
+#include "renewal/renewal_scheduler.hpp"
+#include "scripts/script.hpp"
+
+namespace dlock::detail {
+
+class WaitQueue;
+
+class ClientCore : public std::enable_shared_from_this<ClientCore>, public Connection::Observer {
+ public:
+  ClientCore(ServerAddress address, ClientOptions options);
+  ~ClientCore() override;
+
+  void start();     // starts the loop thread and connects
+  void shutdown();  // releases leases (bounded), fails pending work, joins the thread
+
+  // --- any thread ---
+  // Sends an encoded command; `done` runs on the loop thread.
+  void send(std::string payload, ReplyHandler done);
+  // Runs a script with EVALSHA, retrying once with EVAL after NOSCRIPT.
+  void eval(const Script& s, const std::vector<std::string>& keys, const std::vector<std::string>& args,
+            ReplyHandler done);
+  // Runs `fn` on the loop thread (posted).
+  void post(std::function<void()> fn);
+  bool on_loop_thread() const noexcept { return std::this_thread::get_id() == loop_thread_id_.load(); }
+  bool is_shut_down() const noexcept { return shut_down_.load(); }
+  const ServerAddress& address() const noexcept { return address_; }
+  const ClientOptions& options() const noexcept { return options_; }
+  // "<host>:<pid>": readable identity embedded in owner tokens.
+  const std::string& identity() const noexcept { return identity_; }
+  // A fresh owner token: 128 bits from the kernel's CSPRNG, then "@<host>:<pid>".
+  std::string new_owner_token() const;
+  std::size_t active_leases() const noexcept { return active_leases_.load(); }
+  // Key of a lock named `name`: prefix + "{" + name + "}".
+  std::string lock_key(const std::string& name) const { return options_.key_prefix + "{" + name + "}"; }
+
+  // --- loop thread ---
+  asio::io_context& io() noexcept { return io_; }
+  void send_now(std::string payload, ReplyHandler done);
+  void eval_now(const Script& s, std::string payload, ReplyHandler done);
+  Notifier& notifier() noexcept { return *notifier_; }
+  RenewalScheduler& renewals() noexcept { return *renewals_; }
+  // The process-local wait queue of one lock, created on first use.
+  std::shared_ptr<WaitQueue> wait_queue(const std::string& key, const std::string& channel);
+  void forget_wait_queue(const std::string& key);
+
+  std::atomic<std::size_t> active_leases_{0};
+
+ void on_connection_state(Connection& c, Connection::State s) override;
+
+ private:
+  void drain();
+  Connection& pick_connection();
+
+  ServerAddress address_;
+  ClientOptions options_;
+  std::string identity_;
+  asio::io_context io_;
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work_;
+  std::thread thread_;
+  std::atomic<std::thread::id> loop_thread_id_{};
+  std::atomic<bool> shut_down_{false};
+
+  std::vector<std::shared_ptr<Connection>> connections_;
+  std::size_t next_connection_ = 0;
+  std::unique_ptr<Notifier> notifier_;
+  std::unique_ptr<RenewalScheduler> renewals_;
+  std::unordered_map<std::string, std::weak_ptr<WaitQueue>> wait_queues_;
+
+  std::mutex submit_mu_;
+  std::vector<Command> submitted_;
+};
+
+}  // namespace dlock::detail

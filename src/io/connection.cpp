@@ -1,0 +1,289 @@
+#include "io/connection.hpp"
+
+#include <asio/local/stream_protocol.hpp>
+
+namespace dlock::detail {
+
+Connection::Connection(asio::io_context& io, ServerAddress address, const ClientOptions& options,
+                       Observer* observer, bool subscriber)
+    : io_(io),
+      address_(std::move(address)),
+      options_(options),
+      observer_(observer),
+      subscriber_(subscriber),
+      name_(address_.display()),
+      socket_(io),
+      resolver_(io),
+      connect_timer_(io),
+      timeout_timer_(io),
+      reconnect_timer_(io),
+      backoff_(options.reconnect) {}
+
+Connection::~Connection() = default;
+
+void Connection::set_state(State s) {
+  if (state_ == s) return;
+  state_ = s;
+  if (observer_ != nullptr) observer_->on_connection_state(*this, s);
+}
+
+Error Connection::io_error(const char* what, const std::error_code& ec) const {
+  return Error(errc::connection, std::string(what) + " " + name_ + ": " + ec.message());
+}
+
+void Connection::start() {
+  if (state_ == State::idle) connect();
+}
+
+void Connection::connect() {
+  ++generation_;
+  const unsigned gen = generation_;
+  reader_ = std::make_unique<RespReader>();
+  set_state(State::connecting);
+  auto self = shared_from_this();
+  connect_timer_.expires_after(options_.connect_timeout);
+  connect_timer_.async_wait([this, self, gen](std::error_code ec) {
+    if (ec || gen != generation_) return;
+    if (state_ == State::connecting || state_ == State::handshaking) {
+      fail(Error(errc::connection, "connecting to " + name_ + " timed out after " +
+                                       std::to_string(options_.connect_timeout.count()) + " ms"),
+           true);
+    }
+  });
+
+  auto on_connect = [this, self, gen](std::error_code ec) {
+    if (gen != generation_ || state_ != State::connecting) return;
+    if (ec) return fail(io_error("cannot connect to", ec), true);
+    on_connected();
+  };
+
+  if (address_.transport == ServerAddress::Transport::unix_socket) {
+    asio::local::stream_protocol::endpoint ep(address_.path);
+    socket_.async_connect(asio::generic::stream_protocol::endpoint(ep), on_connect);
+    return;
+  }
+  resolver_.async_resolve(address_.host, std::to_string(address_.port),
+                          [this, self, gen, on_connect](std::error_code ec, asio::ip::tcp::resolver::results_type results) {
+                            if (gen != generation_ || state_ != State::connecting) return;
+                            if (ec || results.empty()) return fail(io_error("cannot resolve", ec), true);
+                            // First address only: Redis deployments name one address per node.
+                            asio::ip::tcp::endpoint ep = *results.begin();
+                            socket_.async_connect(asio::generic::stream_protocol::endpoint(ep), on_connect);
+                          });
+}
+
+void Connection::on_connected() {
+  if (address_.transport == ServerAddress::Transport::tcp) {
+    std::error_code ignored;
+    socket_.set_option(asio::ip::tcp::no_delay(true), ignored);
+  }
+  set_state(State::handshaking);
+  read();
+  handshake();
+}
+
+void Connection::handshake() {
+  std::vector<std::string> auth;
+  const std::string& user = options_.user ? *options_.user : address_.user;
+  const std::string& password = options_.password ? *options_.password : address_.password;
+  std::vector<std::vector<std::string>> steps;
+  if (!password.empty()) {
+    if (user.empty()) steps.push_back({"AUTH", password});
+    else steps.push_back({"AUTH", user, password});
+  }
+  if (address_.db != 0) steps.push_back({"SELECT", std::to_string(address_.db)});
+  if (!options_.client_name.empty()) steps.push_back({"CLIENT", "SETNAME", options_.client_name});
+  if (steps.empty()) {
+    connect_timer_.cancel();
+    backoff_.reset();
+    last_error_ = {};
+    set_state(State::ready);
+    while (!waiting_.empty()) {
+      enqueue_write(std::move(waiting_.front()));
+      waiting_.pop_front();
+    }
+    return;
+  }
+  handshake_left_ = static_cast<unsigned>(steps.size());
+  for (auto& step : steps) {
+    const bool is_auth = step[0] == "AUTH";
+    const std::string verb = step[0];
+    Command c{format_command(step), [this, is_auth, verb](Result<Reply> r) {
+                if (!r.ok()) return;  // the connection already failed
+                if (r->is_error()) {
+                  std::error_code code = is_auth ? std::error_code(errc::auth) : classify_error_reply(*r);
+                  return fail(Error(code, verb + " refused by " + name_ + ": " + r->str()), true);
+                }
+                if (--handshake_left_ == 0) {
+                  connect_timer_.cancel();
+                  backoff_.reset();
+                  last_error_ = {};
+                  set_state(State::ready);
+                  while (!waiting_.empty() && state_ == State::ready) {
+                    enqueue_write(std::move(waiting_.front()));
+                    waiting_.pop_front();
+                  }
+                }
+              }};
+    enqueue_write(std::move(c));
+  }
+}
+
+void Connection::send(Command&& cmd) {
+  switch (state_) {
+    case State::ready:
+      if (inflight_.size() >= options_.max_queued_commands) {
+        return cmd.done(Error(errc::overloaded, "more than " + std::to_string(options_.max_queued_commands) +
+                                                    " commands queued for " + name_));
+      }
+      return enqueue_write(std::move(cmd));
+    case State::idle:
+    case State::connecting:
+    case State::handshaking:
+      if (waiting_.size() >= options_.max_queued_commands) {
+        return cmd.done(Error(errc::overloaded, "more than " + std::to_string(options_.max_queued_commands) +
+                                                    " commands queued for " + name_));
+      }
+      waiting_.push_back(std::move(cmd));
+      return;
+    case State::down:
+      return cmd.done(last_error_ ? last_error_ : Error(errc::connection, name_ + " is unreachable"));
+    case State::closed:
+      return cmd.done(last_error_ ? last_error_ : Error(errc::shutdown, "client is shut down"));
+  }
+}
+
+void Connection::enqueue_write(Command&& cmd) {
+  wbuf_ += cmd.payload;
+  inflight_.push_back(Pending{std::move(cmd.done), BootClock::now() + options_.command_timeout});
+  if (!timeout_armed_) arm_timeout();
+  schedule_flush();
+}
+
+// Flushing is deferred to the end of the current loop iteration so that everything queued in
+// one iteration shares one write (and, on the server, one read).
+void Connection::schedule_flush() {
+  if (flush_scheduled_ || writing_) return;
+  flush_scheduled_ = true;
+  asio::post(io_, [this, self = shared_from_this(), gen = generation_] {
+    flush_scheduled_ = false;
+    if (gen == generation_) flush();
+  });
+}
+
+void Connection::flush() {
+  if (writing_ || wbuf_.empty()) return;
+  if (state_ != State::ready && state_ != State::handshaking) return;
+  writing_ = true;
+  wbuf_writing_.clear();
+  wbuf_writing_.swap(wbuf_);
+  asio::async_write(socket_, asio::buffer(wbuf_writing_),
+                    [this, self = shared_from_this(), gen = generation_](std::error_code ec, std::size_t) {
+                      if (gen != generation_) return;
+                      writing_ = false;
+                      if (ec) return fail(io_error("write to", ec), true);
+                      flush();
+                    });
+}
+
+void Connection::read() {
+  socket_.async_read_some(asio::buffer(rbuf_), [this, self = shared_from_this(), gen = generation_](
+                                                   std::error_code ec, std::size_t n) {
+    if (gen != generation_) return;
+    if (ec) {
+      if (ec == asio::error::eof) return fail(Error(errc::connection, name_ + " closed the connection"), true);
+      return fail(io_error("read from", ec), true);
+    }
+    if (auto fed = reader_->feed(rbuf_.data(), n); !fed) return fail(fed.error(), true);
+    for (;;) {
+      auto next = reader_->next();
+      if (!next) return fail(Error(errc::protocol, next.error().what() + " (from " + name_ + ")"), true);
+      if (!next->has_value()) break;
+      on_reply(std::move(**next));
+      if (gen != generation_) return;  // a handler closed or reset this connection
+    }
+    read();
+  });
+}
+
+static bool is_push(const Reply& r) {
+  if (!r.is_array() || r.size() < 3 || !r[0].is_string()) return false;
+  const std::string& kind = r[0].str();
+  return kind == "message" || kind == "smessage" || kind == "pmessage";
+}
+
+void Connection::on_reply(Reply&& reply) {
+  if (subscriber_ && is_push(reply)) {
+    if (observer_ != nullptr) observer_->on_push(*this, std::move(reply));
+    return;
+  }
+  if (inflight_.empty()) {
+    return fail(Error(errc::protocol, "unexpected reply from " + name_ + ": " + reply.to_string()), true);
+  }
+  Pending p = std::move(inflight_.front());
+  inflight_.pop_front();
+  p.done(std::move(reply));
+}
+
+// One timer per connection, armed for the oldest command: replies arrive in order, so when the
+// oldest has not been answered by its deadline the stream is stuck.
+void Connection::arm_timeout() {
+  if (inflight_.empty()) {
+    timeout_armed_ = false;
+    return;
+  }
+  timeout_armed_ = true;
+  timeout_timer_.expires_at(inflight_.front().deadline);
+  timeout_timer_.async_wait([this, self = shared_from_this(), gen = generation_](std::error_code ec) {
+    if (ec || gen != generation_) return;
+    timeout_armed_ = false;
+    if (inflight_.empty()) return;
+    if (inflight_.front().deadline <= BootClock::now()) {
+      return fail(Error(errc::timeout, "no reply from " + name_ + " within " +
+                                           std::to_string(options_.command_timeout.count()) +
+                                           " ms; connection closed"),
+                  true);
+    }
+    arm_timeout();
+  });
+}
+
+void Connection::fail(Error why, bool reconnect) {
+  ++generation_;
+  std::error_code ignored;
+  socket_.close(ignored);
+  resolver_.cancel();
+  connect_timer_.cancel();
+  timeout_timer_.cancel();
+  timeout_armed_ = false;
+  writing_ = false;
+  flush_scheduled_ = false;
+  wbuf_.clear();
+  last_error_ = why;
+  // Swap out first: handlers may send new commands, which must see the new state.
+  std::deque<Pending> inflight;
+  inflight.swap(inflight_);
+  std::deque<Command> waiting;
+  waiting.swap(waiting_);
+  if (reconnect && state_ != State::closed) {
+    set_state(State::down);
+    const auto delay = backoff_.next();
+    reconnect_timer_.expires_after(delay);
+    reconnect_timer_.async_wait([this, self = shared_from_this()](std::error_code ec) {
+      if (!ec && state_ == State::down) connect();
+    });
+  } else {
+    reconnect_timer_.cancel();
+    set_state(State::closed);
+  }
+  for (auto& p : inflight) p.done(why);
+  for (auto& c : waiting) c.done(why);
+}
+
+void Connection::close(const Error& why) {
+  if (state_ == State::closed) return;
+  state_ = State::closed;  // no observer call and no reconnect during shutdown
+  fail(why, false);
+}
+
+}  // namespace dlock::detail

@@ -1,0 +1,112 @@
+// Connection: one socket to one Redis node, with pipelining, timeouts and reconnects.
+//
+// Lives on the Client's event-loop thread; every member must be called there. Commands are
+// appended to a write buffer and flushed once per loop iteration, so everything submitted in
+// one iteration (by many callers, or by the renewal scheduler) leaves in one write; replies are
+// matched to commands in order.
+//
+// Failure policy (why it is this way):
+//  - A command that times out closes the connection: a pipelined reply stream cannot be
+//    resynchronised, and a reply arriving late would be matched to the wrong command.
+//  - Commands in flight when the connection dies fail at once with errc::connection; none hangs.
+//  - While the node is unreachable (state down) new commands fail fast instead of piling up.
+//  - Reconnects use capped exponential backoff with jitter; each (re)connect sends AUTH, SELECT
+//    and CLIENT SETNAME before any queued command is written.
+#pragma once
+
+#include <array>
+#include <asio.hpp>
+#include <asio/generic/stream_protocol.hpp>
+#include <deque>
+#include <memory>
+#include <string>
+
+#include "dlock/clock.hpp"
+#include "dlock/options.hpp"
+#include "dlock/url.hpp"
+#include "io/command.hpp"
+#include "io/resp_reader.hpp"
+#include "util/backoff.hpp"
+
+namespace dlock::detail {
+
+using BootTimer = asio::basic_waitable_timer<BootClock>;
+
+class Connection : public std::enable_shared_from_this<Connection> {
+ public:
+  enum class State { idle, connecting, handshaking, ready, down, closed };
+
+  struct Observer {
+    virtual ~Observer() = default;
+    // Called on every state change (ready after a (re)connect, down after a failure).
+    virtual void on_connection_state(Connection& c, State s) = 0;
+    // Subscriber connections: a pub/sub message ("message"/"smessage"/"pmessage" array).
+    virtual void on_push(Connection&, Reply&&) {}
+  };
+
+  Connection(asio::io_context& io, ServerAddress address, const ClientOptions& options,
+             Observer* observer, bool subscriber);
+  ~Connection();
+
+  void start();
+  // Queues `cmd`. Fails it at once (errc::connection) when the node is down or the connection
+  // closed, with errc::overloaded when too much is queued.
+  void send(Command&& cmd);
+  // Closes for good: fails everything with `why`; no reconnect.
+  void close(const Error& why);
+
+  State state() const noexcept { return state_; }
+  std::size_t queued() const noexcept { return waiting_.size() + inflight_.size(); }
+  const ServerAddress& address() const noexcept { return address_; }
+  // The last connection error (empty while connected).
+  const Error& last_error() const noexcept { return last_error_; }
+
+ private:
+  struct Pending {
+    ReplyHandler done;
+    BootClock::time_point deadline;
+  };
+
+  void connect();
+  void on_connected();
+  void handshake();
+  void enqueue_write(Command&& cmd);
+  void schedule_flush();
+  void flush();
+  void read();
+  void on_reply(Reply&& reply);
+  void arm_timeout();
+  void fail(Error why, bool reconnect);
+  void set_state(State s);
+  Error io_error(const char* what, const std::error_code& ec) const;
+
+  asio::io_context& io_;
+  ServerAddress address_;
+  const ClientOptions& options_;
+  Observer* observer_;
+  bool subscriber_;
+  std::string name_;  // host:port, for messages
+
+  asio::generic::stream_protocol::socket socket_;
+  asio::ip::tcp::resolver resolver_;
+  BootTimer connect_timer_;
+  BootTimer timeout_timer_;
+  BootTimer reconnect_timer_;
+  bool timeout_armed_ = false;
+  Backoff backoff_;
+
+  State state_ = State::idle;
+  unsigned generation_ = 0;  // bumps on every (re)connect; stale handlers compare it
+  std::deque<Command> waiting_;    // not yet written (connecting or handshaking)
+  std::deque<Pending> inflight_;   // written or in the write buffer, awaiting replies
+  std::string wbuf_;
+  std::string wbuf_writing_;
+  bool writing_ = false;
+  bool flush_scheduled_ = false;
+  std::array<char, 16384> rbuf_{};
+  std::unique_ptr<RespReader> reader_;
+  Error last_error_;
+  unsigned handshake_left_ = 0;
+};
+
+}  // namespace dlock::detail

@@ -1,0 +1,87 @@
+#include "io/resp_reader.hpp"
+
+#include <hiredis/hiredis.h>
+
+#include <memory>
+
+namespace dlock::detail {
+namespace {
+
+// Object functions: hiredis calls these while parsing. Children are stored in place inside
+// their parent's pre-sized vector, so only the root is heap-allocated and freed.
+const ReplyLimits& limits_of(const redisReadTask* task);
+
+void* attach(const redisReadTask* task, Reply&& r) {
+  if (task->parent != nullptr) {
+    auto* parent = static_cast<Reply*>(task->parent->obj);
+    auto& slot = parent->elements()[static_cast<std::size_t>(task->idx)];
+    slot = std::move(r);
+    return &slot;
+  }
+  return new (std::nothrow) Reply(std::move(r));
+}
+
+void* create_string(const redisReadTask* task, char* str, size_t len) {
+  if (len > limits_of(task).max_bulk) return nullptr;  // hiredis reports "Out of memory"
+  std::string s(str, len);
+  switch (task->type) {
+    case REDIS_REPLY_ERROR: return attach(task, Reply::make_error(std::move(s)));
+    case REDIS_REPLY_STATUS: return attach(task, Reply::make_status(std::move(s)));
+    default: return attach(task, Reply::make_string(std::move(s)));
+  }
+}
+
+void* create_array(const redisReadTask* task, int elements) {
+  if (elements < 0 || static_cast<std::size_t>(elements) > limits_of(task).max_elements) return nullptr;
+  std::vector<Reply> v(static_cast<std::size_t>(elements));
+  return attach(task, Reply::make_array(std::move(v)));
+}
+
+void* create_integer(const redisReadTask* task, long long value) {
+  return attach(task, Reply::make_integer(value));
+}
+
+void* create_nil(const redisReadTask* task) { return attach(task, Reply::make_nil()); }
+
+void free_object(void* obj) { delete static_cast<Reply*>(obj); }
+
+redisReplyObjectFunctions functions = {create_string, create_array, create_integer, create_nil,
+                                       free_object};
+
+// The limits are reached through the root task's reader privdata.
+const ReplyLimits& limits_of(const redisReadTask* task) {
+  while (task->parent != nullptr) task = task->parent;
+  return *static_cast<const ReplyLimits*>(task->privdata);
+}
+
+}  // namespace
+
+RespReader::RespReader(ReplyLimits limits)
+    : limits_(limits), reader_(redisReaderCreateWithFunctions(&functions)) {
+  if (reader_ == nullptr) throw std::bad_alloc();
+  // hiredis copies reader->privdata into every task's privdata.
+  reader_->privdata = &limits_;
+}
+
+RespReader::~RespReader() { redisReaderFree(reader_); }
+
+Result<void> RespReader::feed(const char* data, std::size_t len) {
+  if (redisReaderFeed(reader_, data, len) != REDIS_OK) {
+    return Error(errc::protocol, std::string("RESP stream broken: ") + reader_->errstr);
+  }
+  return {};
+}
+
+Result<std::optional<Reply>> RespReader::next() {
+  void* obj = nullptr;
+  if (redisReaderGetReply(reader_, &obj) != REDIS_OK) {
+    std::string why = reader_->errstr;
+    if (why == "Out of memory") why = "reply exceeds dlock's size limits or memory";
+    return Error(errc::protocol, "invalid reply from server: " + why);
+  }
+  if (obj == nullptr) return std::optional<Reply>{};
+  std::unique_ptr<Reply> root(static_cast<Reply*>(obj));
+  return std::optional<Reply>(std::move(*root));
+}
+
+}  // namespace dlock::detail

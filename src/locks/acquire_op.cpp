@@ -1,0 +1,249 @@
+#include "locks/acquire_op.hpp"
+
+#include <deque>
+#include <random>
+
+#include "client_core.hpp"
+#include "scripts/script_call.hpp"
+#include "util/sync_wait.hpp"
+
+namespace dlock::detail {
+
+class AcquireOp;
+
+// The process-local queue of waiters for one lock. Loop thread only.
+class WaitQueue final : public Notifier::Listener, public std::enable_shared_from_this<WaitQueue> {
+ public:
+  WaitQueue(ClientCore& core, std::string key, std::string channel)
+      : core_(core), key_(std::move(key)), channel_(std::move(channel)) {}
+  ~WaitQueue() override {
+    if (subscribed_) core_.notifier().unsubscribe(channel_, this);
+  }
+
+  void push(const std::shared_ptr<AcquireOp>& op);
+  void remove(AcquireOp* op);
+  bool is_head(const AcquireOp* op) const { return !ops_.empty() && ops_.front().get() == op; }
+  std::uint64_t generation() const noexcept { return generation_; }
+  // Subscribes once for the whole queue; `then` runs when the subscription is confirmed or failed.
+  void subscribe_then(std::function<void()> then);
+
+  void on_notification(std::string_view) override { wake(); }
+  void on_resubscribed() override { wake(); }
+
+ private:
+  void wake();
+
+  ClientCore& core_;
+  std::string key_;
+  std::string channel_;
+  std::deque<std::shared_ptr<AcquireOp>> ops_;
+  bool subscribed_ = false;
+  bool confirmed_ = false;
+  std::vector<std::function<void()>> on_confirmed_;
+  std::uint64_t generation_ = 0;
+};
+
+class AcquireOp final : public std::enable_shared_from_this<AcquireOp> {
+ public:
+  AcquireOp(std::shared_ptr<ClientCore> core, AcquireRequest req, AcquireDone done)
+      : core_(std::move(core)), req_(std::move(req)), done_(std::move(done)), timer_(core_->io()) {
+    if (req_.wait.timeout) deadline_ = BootClock::now() + *req_.wait.timeout;
+  }
+
+  // Cancels the wait when `stop` is requested. The callback only posts to the loop thread.
+  void watch(std::stop_token stop) {
+    stop_cb_.emplace(std::move(stop), std::function<void()>([core = core_, weak = weak_from_this()] {
+                       core->post([weak] {
+                         if (auto op = weak.lock()) op->cancel(errc::cancelled);
+                       });
+                     }));
+  }
+
+  void start() {
+    if (state_ == State::done) return;  // cancelled before it started
+    if (core_->is_shut_down()) return finish(Error(errc::shutdown, "client is shut down"));
+    if (req_.wait.timeout && req_.wait.timeout->count() <= 0) {
+      single_ = true;
+      return try_now();
+    }
+    queue_ = core_->wait_queue(req_.key, req_.channel);
+    queue_->push(shared_from_this());
+    if (queue_->is_head(this)) become_head();
+    else arm_deadline();
+  }
+
+  void become_head() {
+    if (state_ == State::done) return;
+    state_ = State::subscribing;
+    queue_->subscribe_then([self = shared_from_this()] {
+      if (self->state_ == State::subscribing) self->try_now();
+    });
+  }
+
+  // A release was announced (or the subscription was re-established).
+  void wake() {
+    if (state_ != State::sleeping) return;
+    timer_.cancel();
+    try_now();
+  }
+
+  void cancel(errc why) {
+    if (state_ == State::done) return;
+    finish(Error(why, why == errc::cancelled ? "waiting for " + req_.what + " was cancelled"
+                                             : "timed out waiting for " + req_.what));
+  }
+
+ private:
+  enum class State { queued, subscribing, trying, sleeping, done };
+
+  void try_now() {
+    state_ = State::trying;
+    seen_generation_ = queue_ ? queue_->generation() : 0;
+    req_.attempt([self = shared_from_this()](Attempt a) { self->on_attempt(std::move(a)); });
+  }
+
+  void on_attempt(Attempt a) {
+    if (state_ == State::done) {
+      // The caller gave up while this try was in flight; nobody will receive the lease.
+      if (a.kind == Attempt::Kind::acquired) release_unwanted(a.lease);
+      return;
+    }
+    switch (a.kind) {
+      case Attempt::Kind::acquired: return finish(Lease(std::move(a.lease)));
+      case Attempt::Kind::failed: return finish(std::move(a.error));
+      case Attempt::Kind::busy: break;
+    }
+    if (single_) return finish(Error(errc::busy, req_.what + " is held by another owner"));
+    const auto now = BootClock::now();
+    if (deadline_ && now >= *deadline_) return cancel(errc::timeout);
+    // A release announced while the try was in flight: try again at once.
+    if (queue_->generation() != seen_generation_) return try_now();
+    sleep(now, a.holder_ttl);
+  }
+
+  void sleep(BootClock::time_point now, std::optional<milliseconds> holder_ttl) {
+    thread_local std::mt19937_64 rng{std::random_device{}()};
+    std::uniform_real_distribution<double> jitter(0.8, 1.2);
+    auto d = std::chrono::duration_cast<BootClock::duration>(req_.wait.recheck_interval * jitter(rng));
+    // The holder's TTL bounds the wait: a crashed holder's key expires without a notification.
+    if (holder_ttl && holder_ttl->count() >= 0) d = std::min<BootClock::duration>(d, *holder_ttl + milliseconds(1));
+    BootClock::time_point at = now + d;
+    if (deadline_) at = std::min(at, *deadline_);
+    state_ = State::sleeping;
+    timer_.expires_at(at);
+    timer_.async_wait([self = shared_from_this()](std::error_code ec) {
+      if (!ec && self->state_ == State::sleeping) self->try_now();
+    });
+  }
+
+  void arm_deadline() {
+    if (!deadline_) return;
+    state_ = State::queued;
+    timer_.expires_at(*deadline_);
+    timer_.async_wait([self = shared_from_this()](std::error_code ec) {
+      if (!ec && self->state_ == State::queued) self->cancel(errc::timeout);
+    });
+  }
+
+  void finish(Result<Lease> result) {
+    if (state_ == State::done) return;
+    state_ = State::done;
+    timer_.cancel();
+    if (queue_) {
+      auto q = std::move(queue_);
+      q->remove(this);
+    }
+    auto done = std::move(done_);
+    done(std::move(result));
+  }
+
+  std::shared_ptr<ClientCore> core_;
+  AcquireRequest req_;
+  AcquireDone done_;
+  BootTimer timer_;
+  std::optional<BootClock::time_point> deadline_;
+  std::shared_ptr<WaitQueue> queue_;
+  State state_ = State::queued;
+  bool single_ = false;
+  std::uint64_t seen_generation_ = 0;
+  std::optional<std::stop_callback<std::function<void()>>> stop_cb_;
+};
+
+void WaitQueue::push(const std::shared_ptr<AcquireOp>& op) { ops_.push_back(op); }
+
+void WaitQueue::remove(AcquireOp* op) {
+  const bool was_head = is_head(op);
+  for (auto it = ops_.begin(); it != ops_.end(); ++it) {
+    if (it->get() == op) {
+      ops_.erase(it);
+      break;
+    }
+  }
+  if (ops_.empty()) {
+    // Last waiter gone: drop the queue (and with it the subscription).
+    core_.forget_wait_queue(key_);
+    return;
+  }
+  if (was_head) ops_.front()->become_head();
+}
+
+void WaitQueue::subscribe_then(std::function<void()> then) {
+  if (confirmed_) return then();
+  on_confirmed_.push_back(std::move(then));
+  if (subscribed_) return;
+  subscribed_ = true;
+  core_.notifier().subscribe(channel_, this, [self = weak_from_this()](const Error&) {
+    // Even when the subscription failed we go on: every wait is bounded by the recheck
+    // interval, and the subscription is retried after the connection comes back.
+    auto q = self.lock();
+    if (!q) return;
+    q->confirmed_ = true;
+    auto waiting = std::move(q->on_confirmed_);
+    q->on_confirmed_.clear();
+    for (auto& f : waiting) f();
+  });
+}
+
+void WaitQueue::wake() {
+  ++generation_;
+  if (!ops_.empty()) ops_.front()->wake();
+}
+
+std::shared_ptr<WaitQueue> ClientCore::wait_queue(const std::string& key, const std::string& channel) {
+  auto& slot = wait_queues_[key];
+  if (auto q = slot.lock()) return q;
+  auto q = std::make_shared<WaitQueue>(*this, key, channel);
+  slot = q;
+  return q;
+}
+
+void ClientCore::forget_wait_queue(const std::string& key) { wait_queues_.erase(key); }
+
+void start_acquire(const std::shared_ptr<ClientCore>& core, AcquireRequest req, AcquireDone done,
+                   std::stop_token stop) {
+  auto op = std::make_shared<AcquireOp>(core, std::move(req), std::move(done));
+  if (stop.stop_possible()) op->watch(stop);
+  core->post([op] { op->start(); });
+}
+
+Result<Lease> acquire_blocking(const std::shared_ptr<ClientCore>& core, AcquireRequest req, std::stop_token stop) {
+  if (core->on_loop_thread()) {
+    return Error(errc::called_from_event_loop,
+                 "blocking acquire of " + req.what + " called on the client's event-loop thread; use async_acquire");
+  }
+  auto wait = std::make_shared<SyncWait<Result<Lease>>>();
+  start_acquire(core, std::move(req), [wait](Result<Lease> r) { wait->set(std::move(r)); }, std::move(stop));
+  return wait->wait();
+}
+
+void release_unwanted(const std::shared_ptr<LeaseRecord>& rec) {
+  if (!rec->begin_release()) return;
+  rec->core->renewals().remove(*rec);
+  rec->core->active_leases_.fetch_sub(1);
+  std::vector<std::string> args{rec->owner};
+  args.insert(args.end(), rec->scripts.release_extra.begin(), rec->scripts.release_extra.end());
+  rec->core->eval_now(*rec->scripts.release, encode_evalsha(*rec->scripts.release, rec->scripts.release_keys, args),
+                      [rec](Result<Reply>) { rec->finish_release(); });
+}
+
+}  // namespace dlock::detail

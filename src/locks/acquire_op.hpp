@@ -1,0 +1,58 @@
+// Waiting for a lock: subscribe first, then try; sleep until a release notification, the
+// holder's remaining TTL, or the recheck interval, whichever comes first. Never a busy loop.
+//
+// Waiters of one process on one lock form a local FIFO (WaitQueue); only its head contends in
+// Redis, the others wait their turn. So a lock costs one subscription per process, a release
+// wakes one waiter per process rather than all of them, and the threads of one process are
+// served in order.
+//
+// The lock kind is reached only through an Attempt function (one try, one script round trip),
+// so every kind that waits this way (Mutex, ReentrantMutex, SharedMutex...) shares this code.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <stop_token>
+#include <string>
+
+#include "dlock/lease.hpp"
+#include "dlock/options.hpp"
+#include "dlock/result.hpp"
+#include "renewal/lease_record.hpp"
+
+namespace dlock::detail {
+
+class ClientCore;
+
+struct Attempt {
+  enum class Kind { acquired, busy, failed };
+  Kind kind = Kind::failed;
+  std::shared_ptr<LeaseRecord> lease;       // acquired
+  std::optional<milliseconds> holder_ttl;   // busy: the holder's remaining TTL, when it has one
+  Error error;                              // failed
+};
+
+// Runs on the loop thread; starts one try and calls `report` (on the loop thread) with it.
+using AttemptFn = std::function<void(std::function<void(Attempt)> report)>;
+using AcquireDone = std::function<void(Result<Lease>)>;
+
+struct AcquireRequest {
+  std::string key;      // the lock's key: identifies the process-local wait queue
+  std::string channel;  // where releases are published
+  std::string what;     // "lock 'orders' on 127.0.0.1:6379", for messages
+  WaitOptions wait;
+  AttemptFn attempt;
+};
+
+// Any thread. `done` runs on the loop thread, exactly once.
+void start_acquire(const std::shared_ptr<ClientCore>& core, AcquireRequest req, AcquireDone done,
+                   std::stop_token stop);
+
+// Blocking form: rejects calls from the loop thread (they would deadlock).
+Result<Lease> acquire_blocking(const std::shared_ptr<ClientCore>& core, AcquireRequest req, std::stop_token stop);
+
+// Releases a lease record that nobody will receive (a wait abandoned while its try succeeded).
+void release_unwanted(const std::shared_ptr<LeaseRecord>& rec);
+
+}  // namespace dlock::detail

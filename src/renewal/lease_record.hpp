@@ -1,0 +1,98 @@
+// LeaseRecord: the data behind a dlock::Lease. Leases are data, not threads: the Client's one
+// RenewalScheduler renews every record it holds; a record holds no timer of its own.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "dlock/fencing.hpp"
+#include "dlock/options.hpp"
+#include "renewal/lease_timing.hpp"
+#include "renewal/timer_queue.hpp"
+#include "scripts/script.hpp"
+
+namespace dlock::detail {
+
+class ClientCore;
+
+// The scripts that keep and end one kind of hold. Conventions every kind follows:
+//   renew   ARGV = {owner, ttl_ms, renew_extra...};  reply 1 renewed, 0 no longer held
+//   release ARGV = {owner, release_extra...};        reply 1 released, 2 already released by
+//                                                    this owner (a retry), 0 not held
+struct HoldScripts {
+  const Script* renew = nullptr;
+  std::vector<std::string> renew_keys;
+  std::vector<std::string> renew_extra;
+  const Script* release = nullptr;
+  std::vector<std::string> release_keys;
+  std::vector<std::string> release_extra;
+};
+
+class LeaseRecord {
+ public:
+  enum class State : int { held, releasing, released, lost };
+  using time_point = BootClock::time_point;
+
+  LeaseRecord(std::shared_ptr<ClientCore> core_, std::string name_, std::string owner_, FencingToken token_,
+              HoldScripts scripts_, const LeaseOptions& options, time_point sent_at)
+      : core(std::move(core_)),
+        name(std::move(name_)),
+        owner(std::move(owner_)),
+        token(token_),
+        scripts(std::move(scripts_)),
+        mode(options.mode),
+        events(options.events),
+        timing(LeaseTiming::from(options)),
+        valid_until_ns_(timing.validity_from(sent_at).time_since_epoch().count()) {}
+
+  const std::shared_ptr<ClientCore> core;
+  const std::string name;
+  const std::string owner;
+  const FencingToken token;
+  const HoldScripts scripts;
+  const LeaseMode mode;
+  const LeaseEvents events;
+
+  // --- any thread ---
+  State state() const noexcept { return state_.load(); }
+  time_point valid_until() const noexcept { return time_point(BootClock::duration(valid_until_ns_.load())); }
+  void set_valid_until(time_point t) noexcept { valid_until_ns_.store(t.time_since_epoch().count()); }
+  LossReason loss_reason() const noexcept { return static_cast<LossReason>(reason_.load()); }
+  // held -> releasing. False when it was not held (lost, or released already).
+  bool begin_release() noexcept {
+    State s = State::held;
+    return state_.compare_exchange_strong(s, State::releasing);
+  }
+  void finish_release() noexcept {
+    State s = State::releasing;
+    state_.compare_exchange_strong(s, State::released);
+  }
+  // held (or releasing) -> lost. True for exactly one caller, who must then report the loss.
+  bool mark_lost(LossReason why) noexcept {
+    State s = state_.load();
+    while (s == State::held || s == State::releasing) {
+      if (state_.compare_exchange_weak(s, State::lost)) {
+        reason_.store(static_cast<int>(why));
+        return true;
+      }
+    }
+    return false;
+  }
+
+  // --- loop thread only (RenewalScheduler) ---
+  LeaseTiming timing;
+  bool scheduled = false;
+  TimerQueue<time_point, std::shared_ptr<LeaseRecord>>::Handle slot{};
+  bool renew_in_flight = false;
+  bool at_risk_reported = false;
+
+ private:
+  std::atomic<State> state_{State::held};
+  std::atomic<int> reason_{0};
+  std::atomic<BootClock::rep> valid_until_ns_;
+};
+
+}  // namespace dlock::detail

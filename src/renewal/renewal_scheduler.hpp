@@ -1,0 +1,53 @@
+// RenewalScheduler: the watchdog. One per Client, on the event loop, one timer for all leases.
+//
+// Renewals that fall due together are sent in the same loop iteration, so they leave in one
+// pipelined write per node: one round trip for any number of leases. A renewal only ever extends
+// a key that still holds this owner's token (so it cannot outlive unlock() or resurrect a lock).
+// Failed renewals are retried until the lease's validity has truly run out; then, or when the
+// key is found gone, the lease is marked lost and its on_lost runs exactly once.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "io/connection.hpp"
+#include "renewal/lease_record.hpp"
+
+namespace dlock::detail {
+
+class ClientCore;
+
+class RenewalScheduler {
+ public:
+  using time_point = BootClock::time_point;
+
+  RenewalScheduler(ClientCore& core, asio::io_context& io);
+
+  // Loop thread only.
+  void add(const std::shared_ptr<LeaseRecord>& rec);
+  void remove(LeaseRecord& rec);
+  // The record's TTL changed (Lease::extend): validity and the next renewal follow it.
+  void extended(const std::shared_ptr<LeaseRecord>& rec, milliseconds ttl, time_point sent_at);
+  // Stops the timer and hands back every record still scheduled.
+  std::vector<std::shared_ptr<LeaseRecord>> take_all();
+  std::size_t size() const noexcept { return queue_.size(); }
+
+  // Reports the loss (exactly once) and stops scheduling the record.
+  void lose(const std::shared_ptr<LeaseRecord>& rec, LossReason why);
+
+ private:
+  void schedule(const std::shared_ptr<LeaseRecord>& rec, time_point due);
+  void arm();
+  void on_timer();
+  void renew(const std::shared_ptr<LeaseRecord>& rec, time_point now);
+  void on_renew_failed(const std::shared_ptr<LeaseRecord>& rec);
+  void check_at_risk(const std::shared_ptr<LeaseRecord>& rec, time_point now);
+
+  ClientCore& core_;
+  BootTimer timer_;
+  std::optional<time_point> armed_for_;
+  TimerQueue<time_point, std::shared_ptr<LeaseRecord>> queue_;
+};
+
+}  // namespace dlock::detail

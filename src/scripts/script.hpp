@@ -1,0 +1,22 @@
+// An embedded Lua script: its name, source and SHA1 (computed at build time).
+//
+// The sources live in src/scripts/*.lua; cmake/embed_scripts.cmake turns each into one of the
+// constants below, so EVALSHA can be sent without loading anything at start-up.
+#pragma once
+
+namespace dlock::detail {
+
+struct Script {
+  const char* name;
+  const char* source;
+  const char* sha1;
+};
+
+namespace scripts {
+extern const Script mutex_acquire;
+extern const Script mutex_release;
+extern const Script mutex_renew;
+extern const Script fenced_set;
+}  // namespace scripts
+
+}  // namespace dlock::detail

@@ -1,0 +1,48 @@
+#include "scripts/script_call.hpp"
+
+#include <cstring>
+
+#include "io/command.hpp"
+
+namespace dlock::detail {
+
+std::string encode_evalsha(const Script& s, std::span<const std::string_view> keys,
+                           std::span<const std::string_view> args) {
+  std::vector<std::string_view> argv;
+  argv.reserve(3 + keys.size() + args.size());
+  const std::string numkeys = std::to_string(keys.size());
+  argv.push_back("EVALSHA");
+  argv.push_back(s.sha1);
+  argv.push_back(numkeys);
+  argv.insert(argv.end(), keys.begin(), keys.end());
+  argv.insert(argv.end(), args.begin(), args.end());
+  return format_command(std::span<const std::string_view>(argv));
+}
+
+std::string encode_evalsha(const Script& s, const std::vector<std::string>& keys,
+                           const std::vector<std::string>& args) {
+  std::vector<std::string_view> k(keys.begin(), keys.end());
+  std::vector<std::string_view> a(args.begin(), args.end());
+  return encode_evalsha(s, k, a);
+}
+
+std::string evalsha_to_eval(const Script& s, const std::string& payload) {
+  // "*N\r\n$7\r\nEVALSHA\r\n$40\r\n<sha1>\r\n<rest>": keep the header and the rest, swap the
+  // first two arguments.
+  const std::size_t header_end = payload.find("\r\n") + 2;
+  const std::string prefix = "$7\r\nEVALSHA\r\n$40\r\n";
+  const std::size_t rest = header_end + prefix.size() + 40 + 2;
+  const std::size_t len = std::strlen(s.source);
+  std::string out;
+  out.reserve(payload.size() + len + 16);
+  out.append(payload, 0, header_end);
+  out += "$4\r\nEVAL\r\n$";
+  out += std::to_string(len);
+  out += "\r\n";
+  out.append(s.source, len);
+  out += "\r\n";
+  out.append(payload, rest, std::string::npos);
+  return out;
+}
+
+}  // namespace dlock::detail
