@@ -10,7 +10,7 @@
 
 #include "dlock/fencing.hpp"
 #include "dlock/options.hpp"
-#include "renewal/lease_timing.hpp"
+#include "renewal/renewal_policy.hpp"
 #include "renewal/timer_queue.hpp"
 #include "scripts/script.hpp"
 
@@ -43,17 +43,17 @@ class LeaseRecord {
         owner(std::move(owner_)),
         token(token_),
         scripts(std::move(scripts_)),
-        mode(options.mode),
         events(options.events),
-        timing(LeaseTiming::from(options)),
-        valid_until_ns_(timing.validity_from(sent_at).time_since_epoch().count()) {}
+        policy(LeaseTiming::from(options), options.mode),
+        valid_until_ns_(policy.timing().validity_from(sent_at).time_since_epoch().count()) {
+    renewal.valid_until = valid_until();
+  }
 
   const std::shared_ptr<ClientCore> core;
   const std::string name;
   const std::string owner;
   const FencingToken token;
   const HoldScripts scripts;
-  const LeaseMode mode;
   const LeaseEvents events;
 
   // --- any thread ---
@@ -83,11 +83,10 @@ class LeaseRecord {
   }
 
   // --- loop thread only (RenewalScheduler) ---
-  LeaseTiming timing;
+  RenewalPolicy policy;
+  RenewalState renewal;  // mirrored into valid_until() for other threads
   bool scheduled = false;
   TimerQueue<time_point, std::shared_ptr<LeaseRecord>>::Handle slot{};
-  bool renew_in_flight = false;
-  bool at_risk_reported = false;
 
  private:
   std::atomic<State> state_{State::held};

@@ -8,12 +8,7 @@ namespace dlock::detail {
 RenewalScheduler::RenewalScheduler(ClientCore& core, asio::io_context& io) : core_(core), timer_(io) {}
 
 void RenewalScheduler::add(const std::shared_ptr<LeaseRecord>& rec) {
-  const time_point now = BootClock::now();
-  if (rec->mode == LeaseMode::watchdog) {
-    schedule(rec, now + rec->timing.renew_interval);
-  } else {
-    schedule(rec, rec->valid_until());  // fixed TTL: only its end is watched
-  }
+  schedule(rec, rec->policy.first_due(rec->renewal, BootClock::now()));
 }
 
 void RenewalScheduler::schedule(const std::shared_ptr<LeaseRecord>& rec, time_point due) {
@@ -26,19 +21,13 @@ void RenewalScheduler::schedule(const std::shared_ptr<LeaseRecord>& rec, time_po
 void RenewalScheduler::remove(LeaseRecord& rec) {
   if (!rec.scheduled) return;
   rec.scheduled = false;
-  queue_.remove(rec.slot);  // may drop the last scheduler reference; `rec` is the caller's
+  queue_.remove(rec.slot);  // may drop the scheduler's reference; the caller holds its own
   arm();
 }
 
 std::vector<std::shared_ptr<LeaseRecord>> RenewalScheduler::take_all() {
-  std::vector<std::shared_ptr<LeaseRecord>> all;
-  while (!queue_.empty()) {
-    auto due = queue_.pop_due(time_point::max());
-    for (auto& r : due) {
-      r->scheduled = false;
-      all.push_back(std::move(r));
-    }
-  }
+  std::vector<std::shared_ptr<LeaseRecord>> all = queue_.pop_due(time_point::max());
+  for (auto& r : all) r->scheduled = false;
   timer_.cancel();
   armed_for_.reset();
   return all;
@@ -61,78 +50,64 @@ void RenewalScheduler::arm() {
   });
 }
 
+// Everything due now is handled in this one loop iteration, so the renewals leave together in
+// one pipelined write per connection: one round trip however many leases are due.
 void RenewalScheduler::on_timer() {
   const time_point now = BootClock::now();
-  auto due = queue_.pop_due(now);
-  for (auto& rec : due) {
+  for (auto& rec : queue_.pop_due(now)) {
     rec->scheduled = false;
-    const auto state = rec->state();
-    if (state != LeaseRecord::State::held) continue;  // releasing or gone: nothing to keep alive
-    if (now >= rec->valid_until()) {
-      lose(rec, LossReason::expired);
-      continue;
-    }
-    if (rec->mode == LeaseMode::fixed_ttl) {
-      schedule(rec, rec->valid_until());
-      continue;
-    }
-    check_at_risk(rec, now);
-    if (!rec->renew_in_flight) renew(rec, now);
-    // Until the renewal answers, the next thing that can happen is the end of validity.
-    if (rec->scheduled == false && rec->state() == LeaseRecord::State::held) schedule(rec, rec->valid_until());
+    if (rec->state() != LeaseRecord::State::held) continue;  // releasing or gone
+    apply(rec, rec->policy.on_due(rec->renewal, now), now);
   }
   arm();
 }
 
-void RenewalScheduler::renew(const std::shared_ptr<LeaseRecord>& rec, time_point now) {
-  rec->renew_in_flight = true;
+void RenewalScheduler::apply(const std::shared_ptr<LeaseRecord>& rec, const RenewalStep& step, time_point now) {
+  rec->set_valid_until(rec->renewal.valid_until);
+  if (step.action == RenewalAction::lose) return lose(rec, LossReason::expired);
+  if (step.report_at_risk && rec->events.on_at_risk) {
+    rec->events.on_at_risk(std::chrono::duration_cast<milliseconds>(rec->renewal.valid_until - now));
+  }
+  if (step.action == RenewalAction::renew) renew(rec, now);
+  if (step.next && rec->state() == LeaseRecord::State::held) schedule(rec, *step.next);
+}
+
+void RenewalScheduler::renew(const std::shared_ptr<LeaseRecord>& rec, time_point sent) {
+  const milliseconds ttl = rec->policy.timing().ttl;
   std::vector<std::string> args;
   args.reserve(2 + rec->scripts.renew_extra.size());
   args.push_back(rec->owner);
-  args.push_back(std::to_string(rec->timing.ttl.count()));
+  args.push_back(std::to_string(ttl.count()));
   args.insert(args.end(), rec->scripts.renew_extra.begin(), rec->scripts.renew_extra.end());
-  const time_point sent = now;
   core_.eval_now(*rec->scripts.renew, encode_evalsha(*rec->scripts.renew, rec->scripts.renew_keys, args),
-                 [this, rec, sent, ttl = rec->timing.ttl](Result<Reply> r) {
-                   rec->renew_in_flight = false;
+                 [this, rec, sent, ttl](Result<Reply> r) {
                    if (rec->state() != LeaseRecord::State::held) return;
-                   if (!r.ok() || r->is_error() || !r->is_integer()) return on_renew_failed(rec);
-                   if (r->integer() == 0) return lose(rec, LossReason::taken);
-                   if (ttl == rec->timing.ttl) {
-                     auto until = rec->timing.validity_from(sent);
-                     if (until > rec->valid_until()) rec->set_valid_until(until);
+                   const time_point now = BootClock::now();
+                   if (r.ok() && r->is_integer() && r->integer() == 0) return lose(rec, LossReason::taken);
+                   const bool ok = r.ok() && r->is_integer() && r->integer() == 1;
+                   if (ok && ttl != rec->policy.timing().ttl) {
+                     // extend() changed the TTL while this renewal was in flight; its own
+                     // bookkeeping already covers validity.
+                     rec->renewal.renew_in_flight = false;
+                     return;
                    }
-                   rec->at_risk_reported = false;
-                   schedule(rec, std::max(sent + rec->timing.renew_interval, BootClock::now()));
+                   apply(rec, ok ? rec->policy.on_renewed(rec->renewal, sent, now)
+                                 : rec->policy.on_renew_failed(rec->renewal, now),
+                         now);
                  });
-}
-
-void RenewalScheduler::on_renew_failed(const std::shared_ptr<LeaseRecord>& rec) {
-  const time_point now = BootClock::now();
-  if (now >= rec->valid_until()) return lose(rec, LossReason::expired);
-  check_at_risk(rec, now);
-  schedule(rec, rec->timing.retry_at(now, rec->valid_until()));
-}
-
-void RenewalScheduler::check_at_risk(const std::shared_ptr<LeaseRecord>& rec, time_point now) {
-  if (rec->at_risk_reported || !rec->timing.at_risk(now, rec->valid_until())) return;
-  rec->at_risk_reported = true;
-  if (rec->events.on_at_risk) {
-    rec->events.on_at_risk(std::chrono::duration_cast<milliseconds>(rec->valid_until() - now));
-  }
 }
 
 void RenewalScheduler::extended(const std::shared_ptr<LeaseRecord>& rec, milliseconds ttl, time_point sent_at) {
   LeaseOptions o;
   o.ttl = ttl;
-  auto next = LeaseTiming::from(o);
-  next.drift = rec->timing.drift;
-  rec->timing = next;
-  rec->set_valid_until(rec->timing.validity_from(sent_at));
-  rec->at_risk_reported = false;
+  o.mode = rec->policy.mode();
+  o.drift_allowance = rec->policy.timing().drift;
+  rec->policy = RenewalPolicy(LeaseTiming::from(o), o.mode);
+  rec->renewal.valid_until = rec->policy.timing().validity_from(sent_at);
+  rec->renewal.at_risk_reported = false;
+  rec->set_valid_until(rec->renewal.valid_until);
   if (rec->state() != LeaseRecord::State::held) return;
-  if (rec->mode == LeaseMode::watchdog) schedule(rec, sent_at + rec->timing.renew_interval);
-  else schedule(rec, rec->valid_until());
+  schedule(rec, rec->policy.first_due(rec->renewal, sent_at));
 }
 
 void RenewalScheduler::lose(const std::shared_ptr<LeaseRecord>& rec, LossReason why) {

@@ -40,9 +40,8 @@ class RenewalScheduler {
   void schedule(const std::shared_ptr<LeaseRecord>& rec, time_point due);
   void arm();
   void on_timer();
-  void renew(const std::shared_ptr<LeaseRecord>& rec, time_point now);
-  void on_renew_failed(const std::shared_ptr<LeaseRecord>& rec);
-  void check_at_risk(const std::shared_ptr<LeaseRecord>& rec, time_point now);
+  void renew(const std::shared_ptr<LeaseRecord>& rec, time_point sent);
+  void apply(const std::shared_ptr<LeaseRecord>& rec, const RenewalStep& step, time_point now);
 
   ClientCore& core_;
   BootTimer timer_;

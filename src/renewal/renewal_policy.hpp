@@ -1,0 +1,102 @@
+// RenewalPolicy: the watchdog's decisions for one lease, as pure functions of the time. The
+// RenewalScheduler only carries them out (sends renewals, reports losses), so the decisions are
+// unit-tested with an injected time and no server.
+//
+//   event              state                          decision
+//   due                now >= valid_until             lose (expired)
+//   due                fixed TTL                      wait until valid_until
+//   due                watchdog, no renewal in flight renew; next check at valid_until
+//   renewed (reply 1)  sent                           valid_until = sent + ttl - drift;
+//                                                     next due at sent + renew_interval
+//   renew failed       now < valid_until              retry soon (never after valid_until)
+//   renew failed       now >= valid_until             lose (expired)
+// "At risk" is reported once, when less than at_risk_margin is left without a renewal, and may
+// be reported again only after a renewal succeeded.
+#pragma once
+
+#include <optional>
+
+#include "renewal/lease_timing.hpp"
+
+namespace dlock::detail {
+
+struct RenewalState {
+  BootClock::time_point valid_until;
+  bool renew_in_flight = false;
+  bool at_risk_reported = false;
+};
+
+enum class RenewalAction { none, renew, lose };
+
+struct RenewalStep {
+  RenewalAction action = RenewalAction::none;
+  std::optional<BootClock::time_point> next;  // when to look at this lease again
+  bool report_at_risk = false;
+};
+
+class RenewalPolicy {
+ public:
+  using time_point = BootClock::time_point;
+
+  RenewalPolicy(LeaseTiming timing, LeaseMode mode) : timing_(timing), mode_(mode) {}
+
+  const LeaseTiming& timing() const noexcept { return timing_; }
+  LeaseMode mode() const noexcept { return mode_; }
+
+  time_point first_due(const RenewalState& s, time_point now) const {
+    return mode_ == LeaseMode::watchdog ? now + timing_.renew_interval : s.valid_until;
+  }
+
+  RenewalStep on_due(RenewalState& s, time_point now) const {
+    RenewalStep step;
+    if (now >= s.valid_until) {
+      step.action = RenewalAction::lose;
+      return step;
+    }
+    if (mode_ == LeaseMode::fixed_ttl) {
+      step.next = s.valid_until;
+      return step;
+    }
+    step.report_at_risk = check_at_risk(s, now);
+    if (!s.renew_in_flight) {
+      s.renew_in_flight = true;
+      step.action = RenewalAction::renew;
+    }
+    step.next = s.valid_until;  // until the renewal answers, the end of validity is what's next
+    return step;
+  }
+
+  RenewalStep on_renewed(RenewalState& s, time_point sent, time_point now) const {
+    s.renew_in_flight = false;
+    const time_point until = timing_.validity_from(sent);
+    if (until > s.valid_until) s.valid_until = until;
+    s.at_risk_reported = false;
+    RenewalStep step;
+    step.next = std::max(sent + timing_.renew_interval, now);
+    return step;
+  }
+
+  RenewalStep on_renew_failed(RenewalState& s, time_point now) const {
+    s.renew_in_flight = false;
+    RenewalStep step;
+    if (now >= s.valid_until) {
+      step.action = RenewalAction::lose;
+      return step;
+    }
+    step.report_at_risk = check_at_risk(s, now);
+    step.next = timing_.retry_at(now, s.valid_until);
+    return step;
+  }
+
+ private:
+  bool check_at_risk(RenewalState& s, time_point now) const {
+    if (s.at_risk_reported || !timing_.at_risk(now, s.valid_until)) return false;
+    s.at_risk_reported = true;
+    return true;
+  }
+
+  LeaseTiming timing_;
+  LeaseMode mode_;
+};
+
+}  // namespace dlock::detail
