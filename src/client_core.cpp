@@ -42,6 +42,7 @@ void ClientCore::start() {
     loop_thread_id_.store(std::this_thread::get_id());
     started.set_value();
     io_.run();
+    loop_exited_.set_value();
   });
   ready.wait();
   post([this] {
@@ -65,6 +66,12 @@ std::string ClientCore::new_owner_token() const {
   }
   token.push_back('@');
   token += identity_;
+  // Wall-clock time of the acquisition, for operators ("held for 3 min"); never used for
+  // validity, which is measured on BootClock.
+  const auto unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::system_clock::now().time_since_epoch());
+  token.push_back(':');
+  token += std::to_string(unix_ms.count());
   return token;
 }
 
@@ -131,7 +138,26 @@ void ClientCore::eval_now(const Script& s, std::string payload, ReplyHandler don
   });
 }
 
-void ClientCore::on_connection_state(Connection&, Connection::State) {}
+void ClientCore::on_connection_state(Connection& c, Connection::State s) {
+  if (s != Connection::State::ready) return;
+  // Re-read on every (re)connect: the setting may have changed, or this may be another server
+  // after a failover. An ACL that denies CONFIG simply leaves keyspace events unused.
+  c.send(Command{format_command({"CONFIG", "GET", "notify-keyspace-events"}), [this](Result<Reply> r) {
+                   if (!r.ok() || !r->is_array() || r->size() != 2) return;
+                   const std::string& flags = (*r)[1].str();
+                   auto has = [&](char f) { return flags.find(f) != std::string::npos; };
+                   keyspace_events_.store(has('K') && (has('A') || has('g') || has('x')));
+                 }});
+}
+
+void ClientCore::close_all() {
+  const Error why(errc::shutdown, "client is shut down");
+  fail_waiters(why);
+  for (auto& c : connections_) c->close(why);
+  notifier_->close(why);
+  renewals_->take_all();
+  work_.reset();
+}
 
 void ClientCore::shutdown() {
   if (shut_down_.exchange(true)) return;
@@ -139,53 +165,40 @@ void ClientCore::shutdown() {
   if (on_loop_thread()) {
     // Destroyed from one of its own callbacks: the loop cannot wait for itself. Close at once;
     // the keys of leases still held expire at their TTL.
-    Error why(errc::shutdown, "client is shut down");
-    for (auto& c : connections_) c->close(why);
-    notifier_->close(why);
-    renewals_->take_all();
-    work_.reset();
-    io_.stop();
+    close_all();
     thread_.detach();
     return;
   }
-  // Release what is still held, best effort, bounded by shutdown_timeout.
-  std::promise<void> released;
-  auto done = released.get_future();
-  asio::post(io_, [this, &released] {
+  // 1. Release what is still held, best effort, bounded by shutdown_timeout. Renewal stops first.
+  auto released = std::make_shared<std::promise<void>>();
+  auto done = released->get_future();
+  asio::post(io_, [this, released] {
     auto leases = renewals_->take_all();
-    if (leases.empty()) return released.set_value();
-    auto left = std::make_shared<std::size_t>(leases.size());
-    auto finished = std::make_shared<std::promise<void>*>(&released);
+    auto left = std::make_shared<std::size_t>(leases.size() + 1);
+    auto one_done = [left, released] {
+      if (--*left == 0) released->set_value();
+    };
     for (auto& rec : leases) {
       if (!rec->begin_release()) {
-        if (--*left == 0) (*finished)->set_value();
+        one_done();
         continue;
       }
       active_leases_.fetch_sub(1);
-      std::vector<std::string> args{rec->owner};
-      args.insert(args.end(), rec->scripts.release_extra.begin(), rec->scripts.release_extra.end());
-      eval_now(*rec->scripts.release, encode_evalsha(*rec->scripts.release, rec->scripts.release_keys, args),
-               [rec, left, finished](Result<Reply>) {
+      eval_now(*rec->scripts.release, encode_evalsha(*rec->scripts.release, rec->scripts.release_keys, rec->release_args()),
+               [rec, one_done](Result<Reply>) {
                  rec->finish_release();
-                 if (--*left == 0 && *finished) (*finished)->set_value();
+                 one_done();
                });
     }
+    one_done();
   });
-  const bool in_time = done.wait_for(options_.shutdown_timeout) == std::future_status::ready;
-  std::promise<void> closed;
-  auto closed_f = closed.get_future();
-  asio::post(io_, [this, &closed] {
-    Error why(errc::shutdown, "client is shut down");
-    for (auto& c : connections_) c->close(why);
-    notifier_->close(why);
-    renewals_->take_all();
-    work_.reset();
-    closed.set_value();
-  });
-  closed_f.wait();
-  io_.stop();
+  (void)done.wait_for(options_.shutdown_timeout);
+  // 2. Fail everything still pending and let the loop run out of work, so no caller is left
+  //    waiting on a handler that never runs. A loop that does not finish in time is stopped.
+  asio::post(io_, [this] { close_all(); });
+  auto exited = loop_exited_.get_future();
+  if (exited.wait_for(std::chrono::seconds(2)) != std::future_status::ready) io_.stop();
   thread_.join();
-  (void)in_time;
 }
 
 }  // namespace dlock::detail

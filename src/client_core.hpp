@@ -8,6 +8,7 @@
 
 #include <asio.hpp>
 #include <atomic>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -48,9 +49,14 @@ class ClientCore : public std::enable_shared_from_this<ClientCore>, public Conne
   const ClientOptions& options() const noexcept { return options_; }
   // "<host>:<pid>": readable identity embedded in owner tokens.
   const std::string& identity() const noexcept { return identity_; }
-  // A fresh owner token: 128 bits from the kernel's CSPRNG, then "@<host>:<pid>".
+  // A fresh owner token: 128 bits from the kernel's CSPRNG as 32 hex digits, then
+  // "@<host>:<pid>:<unix ms>", so inspection can tell who holds a lock and since when.
   std::string new_owner_token() const;
   std::size_t active_leases() const noexcept { return active_leases_.load(); }
+  // True when the server publishes keyspace events for deletions or expiries
+  // (notify-keyspace-events has K and g, x or A): waiters then also listen to their key's
+  // keyspace channel, so a foreign release or an expiry wakes them at once.
+  bool keyspace_events() const noexcept { return keyspace_events_.load(); }
   // Key of a lock named `name`: prefix + "{" + name + "}".
   std::string lock_key(const std::string& name) const { return options_.key_prefix + "{" + name + "}"; }
 
@@ -63,6 +69,8 @@ class ClientCore : public std::enable_shared_from_this<ClientCore>, public Conne
   // The process-local wait queue of one lock, created on first use.
   std::shared_ptr<WaitQueue> wait_queue(const std::string& key, const std::string& channel);
   void forget_wait_queue(const std::string& key);
+  // Fails every waiting acquisition (shutdown).
+  void fail_waiters(const Error& why);
 
   std::atomic<std::size_t> active_leases_{0};
 
@@ -70,6 +78,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore>, public Conne
 
  private:
   void drain();
+  void close_all();
   Connection& pick_connection();
 
   ServerAddress address_;
@@ -78,8 +87,10 @@ class ClientCore : public std::enable_shared_from_this<ClientCore>, public Conne
   asio::io_context io_;
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work_;
   std::thread thread_;
+  std::promise<void> loop_exited_;
   std::atomic<std::thread::id> loop_thread_id_{};
   std::atomic<bool> shut_down_{false};
+  std::atomic<bool> keyspace_events_{false};
 
   std::vector<std::shared_ptr<Connection>> connections_;
   std::size_t next_connection_ = 0;

@@ -50,7 +50,8 @@ class Lease {
   std::optional<LossReason> loss_reason() const noexcept;
 
   const std::string& name() const noexcept;
-  // The owner token stored in Redis: "<32 hex digits>@<host>:<pid>".
+  // The owner token stored in Redis: "<32 hex digits>@<host>:<pid>:<unix ms when taken>".
+  // The random part (128 bits from the kernel's CSPRNG) makes it unique and unguessable.
   const std::string& owner() const noexcept;
   FencingToken token() const noexcept;
   // Validity left on this machine's clock, already reduced by the drift allowance. Zero when

@@ -2,7 +2,7 @@
 //
 // Redis layout (a public contract; other clients interoperate through it), for a lock named N
 // and the prefix P (default "dlock:"):
-//   P{N}          string: the holder's owner token "<32 hex>@<host>:<pid>", set with SET NX PX
+//   P{N}          string: the holder's owner token "<32 hex>@<host>:<pid>:<unix ms>", SET NX PX
 //   P{N}:fence    string: the fencing counter; no TTL, never deleted
 //   P{N}:rel      string: the last releaser's owner token, for 30 s (makes release idempotent)
 //   P{N}:ch       pub/sub channel: "released" after a release, "revoked" after a forced unlock
@@ -60,7 +60,8 @@ class Mutex {
                      std::stop_token stop = {});
 
   // --- Standard Lockable / TimedLockable members ---------------------------------------------
-  // lock(): blocks until acquired; throws std::system_error on any error (connection...).
+  // lock(): blocks until acquired; throws std::system_error on any error (connection...), and
+  // std::errc::resource_deadlock_would_occur when the calling thread already holds it.
   void lock();
   // try_lock(): one attempt, no waiting. false when held by another; throws on other errors.
   bool try_lock();
@@ -102,6 +103,7 @@ class Mutex {
     Error last_error;
   };
   Hold* hold_of_this_thread() const;
+  bool this_thread_holds() const;
 
   std::shared_ptr<detail::ClientCore> core_;
   std::string name_;

@@ -18,6 +18,7 @@ class WaitQueue final : public Notifier::Listener, public std::enable_shared_fro
       : core_(core), key_(std::move(key)), channel_(std::move(channel)) {}
   ~WaitQueue() override {
     if (subscribed_) core_.notifier().unsubscribe(channel_, this);
+    if (!keyspace_channel_.empty()) core_.notifier().unsubscribe(keyspace_channel_, this);
   }
 
   void push(const std::shared_ptr<AcquireOp>& op);
@@ -27,7 +28,17 @@ class WaitQueue final : public Notifier::Listener, public std::enable_shared_fro
   // Subscribes once for the whole queue; `then` runs when the subscription is confirmed or failed.
   void subscribe_then(std::function<void()> then);
 
-  void on_notification(std::string_view) override { wake(); }
+  // Shutdown: every waiter fails with `why`.
+  void fail_all(const Error& why);
+
+  void on_notification(std::string_view payload) override {
+    // The lock channel carries "released"/"revoked"; the keyspace channel carries every command
+    // that touched the key, of which only the ones that free it matter.
+    if (payload == "released" || payload == "revoked" || payload == "del" || payload == "expired" ||
+        payload == "evicted") {
+      wake();
+    }
+  }
   void on_resubscribed() override { wake(); }
 
  private:
@@ -36,6 +47,7 @@ class WaitQueue final : public Notifier::Listener, public std::enable_shared_fro
   ClientCore& core_;
   std::string key_;
   std::string channel_;
+  std::string keyspace_channel_;
   std::deque<std::shared_ptr<AcquireOp>> ops_;
   bool subscribed_ = false;
   bool confirmed_ = false;
@@ -86,6 +98,8 @@ class AcquireOp final : public std::enable_shared_from_this<AcquireOp> {
     timer_.cancel();
     try_now();
   }
+
+  void fail(const Error& why) { finish(why); }
 
   void cancel(errc why) {
     if (state_ == State::done) return;
@@ -187,11 +201,21 @@ void WaitQueue::remove(AcquireOp* op) {
   if (was_head) ops_.front()->become_head();
 }
 
+void WaitQueue::fail_all(const Error& why) {
+  auto self = shared_from_this();  // finishing the last op drops the queue from the registry
+  auto ops = ops_;
+  for (auto& op : ops) op->fail(why);
+}
+
 void WaitQueue::subscribe_then(std::function<void()> then) {
   if (confirmed_) return then();
   on_confirmed_.push_back(std::move(then));
   if (subscribed_) return;
   subscribed_ = true;
+  if (core_.keyspace_events()) {
+    keyspace_channel_ = "__keyspace@" + std::to_string(core_.address().db) + "__:" + key_;
+    core_.notifier().subscribe(keyspace_channel_, this, [](const Error&) {});
+  }
   core_.notifier().subscribe(channel_, this, [self = weak_from_this()](const Error&) {
     // Even when the subscription failed we go on: every wait is bounded by the recheck
     // interval, and the subscription is retried after the connection comes back.
@@ -219,8 +243,17 @@ std::shared_ptr<WaitQueue> ClientCore::wait_queue(const std::string& key, const 
 
 void ClientCore::forget_wait_queue(const std::string& key) { wait_queues_.erase(key); }
 
+void ClientCore::fail_waiters(const Error& why) {
+  std::vector<std::shared_ptr<WaitQueue>> queues;
+  for (auto& [key, weak] : wait_queues_) {
+    if (auto q = weak.lock()) queues.push_back(std::move(q));
+  }
+  for (auto& q : queues) q->fail_all(why);
+}
+
 void start_acquire(const std::shared_ptr<ClientCore>& core, AcquireRequest req, AcquireDone done,
                    std::stop_token stop) {
+  if (core->is_shut_down()) return done(Error(errc::shutdown, "client is shut down"));
   auto op = std::make_shared<AcquireOp>(core, std::move(req), std::move(done));
   if (stop.stop_possible()) op->watch(stop);
   core->post([op] { op->start(); });
@@ -240,9 +273,8 @@ void release_unwanted(const std::shared_ptr<LeaseRecord>& rec) {
   if (!rec->begin_release()) return;
   rec->core->renewals().remove(*rec);
   rec->core->active_leases_.fetch_sub(1);
-  std::vector<std::string> args{rec->owner};
-  args.insert(args.end(), rec->scripts.release_extra.begin(), rec->scripts.release_extra.end());
-  rec->core->eval_now(*rec->scripts.release, encode_evalsha(*rec->scripts.release, rec->scripts.release_keys, args),
+  rec->core->eval_now(*rec->scripts.release,
+                      encode_evalsha(*rec->scripts.release, rec->scripts.release_keys, rec->release_args()),
                       [rec](Result<Reply>) { rec->finish_release(); });
 }
 

@@ -80,8 +80,7 @@ Result<void> Lease::extend(milliseconds ttl) {
   if (rec_->core->on_loop_thread()) {
     return Error(errc::called_from_event_loop, "Lease::extend() called on the client's event-loop thread");
   }
-  std::vector<std::string> args{rec_->owner, std::to_string(ttl.count())};
-  args.insert(args.end(), rec_->scripts.renew_extra.begin(), rec_->scripts.renew_extra.end());
+  const std::vector<std::string> args = rec_->renew_args(ttl);
   const auto sent = BootClock::now();
   auto rec = rec_;
   Result<Reply> r = run_blocking(rec, *rec->scripts.renew, rec->scripts.renew_keys, args,
@@ -118,8 +117,7 @@ Result<void> Lease::release() noexcept {
     }
     // Renewal is cancelled first (same loop, earlier in order), so no renewal outlives release.
     rec->core->post([rec] { rec->core->renewals().remove(*rec); });
-    std::vector<std::string> args{rec->owner};
-    args.insert(args.end(), rec->scripts.release_extra.begin(), rec->scripts.release_extra.end());
+    const std::vector<std::string> args = rec->release_args();
     if (rec->core->on_loop_thread()) {
       rec->core->eval(*rec->scripts.release, rec->scripts.release_keys, args,
                       [rec](Result<Reply>) { rec->finish_release(); });

@@ -126,7 +126,18 @@ Mutex::Hold* Mutex::hold_of_this_thread() const {
   return nullptr;
 }
 
+bool Mutex::this_thread_holds() const {
+  std::lock_guard lock(holds_mu_);
+  const Hold* h = hold_of_this_thread();
+  return h != nullptr && h->lease.held();
+}
+
 void Mutex::lock() {
+  // Mutex is not reentrant: waiting for our own hold would only end when it is lost.
+  if (this_thread_holds()) {
+    throw std::system_error(std::make_error_code(std::errc::resource_deadlock_would_occur),
+                            "lock '" + name_ + "' is already held by this thread (use ReentrantMutex)");
+  }
   Result<Lease> r = acquire(WaitOptions{});
   if (!r) throw_error(r.code(), r.error().what());
   std::lock_guard lock(holds_mu_);
@@ -139,6 +150,7 @@ void Mutex::lock() {
 }
 
 bool Mutex::timed_try(milliseconds d) {
+  if (this_thread_holds()) return false;
   Result<Lease> r = acquire(WaitOptions{std::max(d, milliseconds(0)), {}});
   if (!r) {
     if (r.code() == errc::busy || r.code() == errc::timeout) return false;

@@ -56,6 +56,18 @@ class LeaseRecord {
   const HoldScripts scripts;
   const LeaseEvents events;
 
+  // ARGV of the renew and release scripts, by the conventions above.
+  std::vector<std::string> renew_args(milliseconds ttl) const {
+    std::vector<std::string> args{owner, std::to_string(ttl.count())};
+    args.insert(args.end(), scripts.renew_extra.begin(), scripts.renew_extra.end());
+    return args;
+  }
+  std::vector<std::string> release_args() const {
+    std::vector<std::string> args{owner};
+    args.insert(args.end(), scripts.release_extra.begin(), scripts.release_extra.end());
+    return args;
+  }
+
   // --- any thread ---
   State state() const noexcept { return state_.load(); }
   time_point valid_until() const noexcept { return time_point(BootClock::duration(valid_until_ns_.load())); }

@@ -74,12 +74,7 @@ void RenewalScheduler::apply(const std::shared_ptr<LeaseRecord>& rec, const Rene
 
 void RenewalScheduler::renew(const std::shared_ptr<LeaseRecord>& rec, time_point sent) {
   const milliseconds ttl = rec->policy.timing().ttl;
-  std::vector<std::string> args;
-  args.reserve(2 + rec->scripts.renew_extra.size());
-  args.push_back(rec->owner);
-  args.push_back(std::to_string(ttl.count()));
-  args.insert(args.end(), rec->scripts.renew_extra.begin(), rec->scripts.renew_extra.end());
-  core_.eval_now(*rec->scripts.renew, encode_evalsha(*rec->scripts.renew, rec->scripts.renew_keys, args),
+  core_.eval_now(*rec->scripts.renew, encode_evalsha(*rec->scripts.renew, rec->scripts.renew_keys, rec->renew_args(ttl)),
                  [this, rec, sent, ttl](Result<Reply> r) {
                    if (rec->state() != LeaseRecord::State::held) return;
                    const time_point now = BootClock::now();
