@@ -2,7 +2,8 @@
 //
 // A Lease is what an acquisition returns. It is a move-only handle to a small record that the
 // Client's watchdog renews (LeaseMode::watchdog) or merely watches (LeaseMode::fixed_ttl).
-// Destroying a Lease releases the lock (noexcept, blocking for at most one command timeout).
+// Destroying a Lease releases the lock (noexcept; blocks for at most two command timeouts, as
+// release() does).
 //
 // Loss: a lease is *lost* when the watchdog finds the key gone or holding another token, or when
 // its validity runs out on this machine's clock (CLOCK_BOOTTIME) without a successful renewal.
@@ -71,7 +72,10 @@ class Lease {
   // still holds it and publishes a release notification. Blocks for one round trip, retried
   // once after a connection error; a repeated release of the same lease is harmless and reports
   // success. Errors: lock_lost (the lock was no longer ours: someone else may have held it in
-  // the meantime), connection/timeout (outcome unknown; the key expires at its TTL).
+  // the meantime), connection/timeout (outcome unknown; the key expires at its TTL), shutdown
+  // (the Client is gone), called_from_event_loop (sent, but its outcome not awaited).
+  // If release() is the first to find the lease lost, it returns lock_lost and on_lost does
+  // not run (the caller is told directly).
   Result<void> release() noexcept;
 
   // For lock implementations; not part of the stable API.

@@ -52,7 +52,8 @@ class Mutex {
   // Takes the lock, waiting as WaitOptions says: woken by a release notification, and in any
   // case rechecking when the holder's TTL ends or after recheck_interval. Returns the Lease.
   // Errors: busy (timeout zero and held), timeout, cancelled (stop requested), wrong_type,
-  // connection, auth, called_from_event_loop, shutdown.
+  // connection, auth (also an ACL denial inside the script), server (OOM, READONLY...), script,
+  // protocol, overloaded, called_from_event_loop, shutdown.
   Result<Lease> acquire(WaitOptions wait = {}, std::stop_token stop = {});
 
   // async_acquire(): acquire() without blocking; `done` runs on the event-loop thread.

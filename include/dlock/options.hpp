@@ -34,8 +34,8 @@ struct ClientOptions {
   std::string client_name = "dlock";
   // Prefix of every key and channel dlock writes. No braces (the lock name is the hash tag).
   std::string key_prefix = "dlock:";
-  // Commands queued per node (written or waiting for a connection) before new ones fail with
-  // errc::overloaded.
+  // Commands queued per connection (awaiting a reply, or waiting for the connection to come up)
+  // before new ones fail with errc::overloaded.
   std::size_t max_queued_commands = 100000;
   BackoffPolicy reconnect;
   // Destroying the Client releases the leases it still holds, waiting at most this long.

@@ -79,7 +79,17 @@ Result<std::optional<Reply>> RespReader::next() {
     if (why == "Out of memory") why = "reply exceeds dlock's size limits or memory";
     return Error(errc::protocol, "invalid reply from server: " + why);
   }
-  if (obj == nullptr) return std::optional<Reply>{};
+  if (obj == nullptr) {
+    // hiredis waits for a whole bulk string before handing it over, so a forged header
+    // ("$1000000000") would make us buffer whatever follows. Everything left unconsumed belongs to
+    // one incomplete element (consumed bytes are discarded), so it may not outgrow max_bulk plus
+    // its header.
+    if (reader_->len - reader_->pos > limits_.max_bulk + 32) {
+      return Error(errc::protocol, "invalid reply from server: a bulk string exceeds " +
+                                       std::to_string(limits_.max_bulk) + " bytes");
+    }
+    return std::optional<Reply>{};
+  }
   std::unique_ptr<Reply> root(static_cast<Reply*>(obj));
   return std::optional<Reply>(std::move(*root));
 }

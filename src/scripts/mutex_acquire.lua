@@ -11,11 +11,13 @@ if kind ~= 'none' then
   if kind ~= 'string' then return {-1, kind} end
   return {0, redis.call('PTTL', KEYS[1])}
 end
-redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 -- A missing counter (restart without persistence, failover to a replica that lacked it) is
 -- seeded from the server's clock in microseconds, so tokens keep rising after data loss.
+-- Seeded before the lock is set, so a failure here (e.g. an ACL without TIME) leaves no lock.
 if redis.call('EXISTS', KEYS[2]) == 0 then
   local now = redis.call('TIME')
   redis.call('SET', KEYS[2], now[1] .. string.format('%06d', tonumber(now[2])))
 end
-return {1, redis.call('INCR', KEYS[2])}
+local token = redis.call('INCR', KEYS[2])
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return {1, token}
