@@ -28,5 +28,8 @@ unit: build
 integration: build
 	cd $(BUILD) && ctest --output-on-failure -L integration -j 2
 
+demo: build
+	scripts/demo $(BUILD)
+
 clean:
 	rm -rf $(BUILD)

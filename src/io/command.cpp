@@ -39,8 +39,11 @@ std::error_code classify_error_reply(const Reply& reply) {
   // A Lua runtime error carries the command's own error inside; prefer that classification.
   if (s.find("WRONGTYPE") != std::string_view::npos) return errc::wrong_type;
   if (s.find("NOPERM") != std::string_view::npos) return errc::auth;
-  // Redis 7.0 reports an ACL denial inside a script this way.
+  // How Redis 7.0 (command, key) and 7.2+ ("ACL failure in script") report an ACL denial
+  // inside a script.
   if (s.find("can't run this command") != std::string_view::npos ||
+      s.find("can't access at least one of the") != std::string_view::npos ||
+      s.find("ACL failure in script") != std::string_view::npos ||
       s.find("No permissions to access") != std::string_view::npos)
     return errc::auth;
   if (s.find("user_script") != std::string_view::npos || s.find("Error running script") != std::string_view::npos)

@@ -22,7 +22,8 @@ class WaitQueue final : public Notifier::Listener, public std::enable_shared_fro
   }
 
   void push(const std::shared_ptr<AcquireOp>& op);
-  void remove(AcquireOp* op);
+  // `acquired`: the op leaves because it took the lock (so the lock is now held by this process).
+  void remove(AcquireOp* op, bool acquired);
   bool is_head(const AcquireOp* op) const { return !ops_.empty() && ops_.front().get() == op; }
   std::uint64_t generation() const noexcept { return generation_; }
   // Subscribes once for the whole queue; `then` runs when the subscription is confirmed or failed.
@@ -84,11 +85,17 @@ class AcquireOp final : public std::enable_shared_from_this<AcquireOp> {
     else arm_deadline();
   }
 
-  void become_head() {
+  // `held_here`: the previous head just took the lock, so a try now would only fail. Waiting for
+  // the release notification instead keeps this process from racing its own holder's release
+  // against the other processes' waiters (the notification reaches every process alike).
+  void become_head(bool held_here = false) {
     if (state_ == State::done) return;
     state_ = State::subscribing;
-    queue_->subscribe_then([self = shared_from_this()] {
-      if (self->state_ == State::subscribing) self->try_now();
+    queue_->subscribe_then([self = shared_from_this(), held_here] {
+      if (self->state_ != State::subscribing) return;
+      if (!held_here) return self->try_now();
+      self->seen_generation_ = self->queue_->generation();
+      self->sleep(BootClock::now(), std::nullopt);
     });
   }
 
@@ -165,7 +172,7 @@ class AcquireOp final : public std::enable_shared_from_this<AcquireOp> {
     timer_.cancel();
     if (queue_) {
       auto q = std::move(queue_);
-      q->remove(this);
+      q->remove(this, result.ok());
     }
     auto done = std::move(done_);
     done(std::move(result));
@@ -185,7 +192,7 @@ class AcquireOp final : public std::enable_shared_from_this<AcquireOp> {
 
 void WaitQueue::push(const std::shared_ptr<AcquireOp>& op) { ops_.push_back(op); }
 
-void WaitQueue::remove(AcquireOp* op) {
+void WaitQueue::remove(AcquireOp* op, bool acquired) {
   const bool was_head = is_head(op);
   for (auto it = ops_.begin(); it != ops_.end(); ++it) {
     if (it->get() == op) {
@@ -198,7 +205,7 @@ void WaitQueue::remove(AcquireOp* op) {
     core_.forget_wait_queue(key_);
     return;
   }
-  if (was_head) ops_.front()->become_head();
+  if (was_head) ops_.front()->become_head(acquired);
 }
 
 void WaitQueue::fail_all(const Error& why) {

@@ -5,7 +5,8 @@
 //   event              state                          decision
 //   due                now >= valid_until             lose (expired)
 //   due                fixed TTL                      wait until valid_until
-//   due                watchdog, no renewal in flight renew; next check at valid_until
+//   due                watchdog, no renewal in flight renew; next check when at risk, then at
+//                                                     valid_until
 //   renewed (reply 1)  sent                           valid_until = sent + ttl - drift;
 //                                                     next due at sent + renew_interval
 //   renew failed       now < valid_until              retry soon (never after valid_until)
@@ -62,7 +63,11 @@ class RenewalPolicy {
       s.renew_in_flight = true;
       step.action = RenewalAction::renew;
     }
-    step.next = s.valid_until;  // until the renewal answers, the end of validity is what's next
+    // Until the renewal answers, what can happen next is the lease turning "at risk" (a renewal
+    // hanging for long must still be reported in time), then the end of validity.
+    // (At risk means strictly less than the margin left, hence the extra millisecond.)
+    const time_point risk_at = s.valid_until - timing_.at_risk_margin + milliseconds(1);
+    step.next = s.at_risk_reported || risk_at <= now ? s.valid_until : risk_at;
     return step;
   }
 
