@@ -67,16 +67,25 @@ void Client::async_command(std::vector<std::string> args, std::function<void(Res
 }
 
 Result<void> Client::ping(milliseconds timeout) {
-  const auto until = BootClock::now() + timeout;
-  Error last(errc::timeout, "no answer from " + core_->address().display());
-  while (BootClock::now() < until) {
-    auto r = command({"PING"});
-    if (r.ok()) return {};
-    last = r.error();
-    if (r.code() == errc::auth || r.code() == errc::shutdown || r.code() == errc::called_from_event_loop) break;
-    std::this_thread::sleep_for(milliseconds(20));
+  if (core_->on_loop_thread()) {
+    return Error(errc::called_from_event_loop, "Client::ping() called on the client's event-loop thread");
   }
-  return last;
+  const auto until = BootClock::now() + timeout;
+  Error last(errc::timeout, "no answer from " + core_->address().display() + " within " +
+                                std::to_string(timeout.count()) + " ms");
+  for (;;) {
+    const auto left = until - BootClock::now();
+    if (left.count() <= 0) return last;
+    auto wait = std::make_shared<detail::SyncWait<Result<Reply>>>();
+    core_->send(detail::format_command({"PING"}), [wait](Result<Reply> r) { wait->set(std::move(r)); });
+    auto r = wait->wait_for(left);
+    if (!r) return last;  // still no answer at the deadline (the command itself runs on)
+    auto reply = to_result(std::move(*r), "PING on " + core_->address().display());
+    if (reply.ok()) return {};
+    last = reply.error();
+    if (reply.code() == errc::auth || reply.code() == errc::shutdown) return last;
+    std::this_thread::sleep_for(std::min<BootClock::duration>(milliseconds(20), until - BootClock::now()));
+  }
 }
 
 std::size_t Client::active_leases() const { return core_->active_leases(); }

@@ -26,14 +26,18 @@
 #include <mutex>
 #include <stop_token>
 #include <string>
-#include <thread>
-#include <vector>
 
 #include "dlock/client.hpp"
 #include "dlock/lease.hpp"
 #include "dlock/options.hpp"
 
 namespace dlock {
+
+namespace detail {
+struct AcquireRequest;
+struct ScriptAttemptSpec;
+class ThreadHolds;
+}  // namespace detail
 
 class Mutex {
  public:
@@ -96,22 +100,13 @@ class Mutex {
 
  private:
   bool timed_try(milliseconds d);
-  struct Hold {
-    std::thread::id thread;
-    Lease lease;
-    FencingToken token;
-    bool lost = false;
-    Error last_error;
-  };
-  Hold* hold_of_this_thread() const;
-  bool this_thread_holds() const;
+  detail::AcquireRequest request(WaitOptions wait) const;
 
   std::shared_ptr<detail::ClientCore> core_;
   std::string name_;
   std::string key_;
-  LeaseOptions lease_;
-  mutable std::mutex holds_mu_;
-  mutable std::vector<Hold> holds_;
+  std::shared_ptr<const detail::ScriptAttemptSpec> spec_;
+  std::unique_ptr<detail::ThreadHolds> holds_;
 };
 
 }  // namespace dlock

@@ -107,10 +107,13 @@ void Connection::handshake() {
   handshake_left_ = static_cast<unsigned>(steps.size());
   for (auto& step : steps) {
     const bool is_auth = step[0] == "AUTH";
+    // A name is only for operators: an ACL that refuses CLIENT SETNAME must not cost the
+    // connection.
+    const bool optional = step[0] == "CLIENT";
     const std::string verb = step[0];
-    Command c{format_command(step), [this, is_auth, verb](Result<Reply> r) {
+    Command c{format_command(step), [this, is_auth, optional, verb](Result<Reply> r) {
                 if (!r.ok()) return;  // the connection already failed
-                if (r->is_error()) {
+                if (r->is_error() && !optional) {
                   std::error_code code = is_auth ? std::error_code(errc::auth) : classify_error_reply(*r);
                   return fail(Error(code, verb + " refused by " + name_ + ": " + r->str()), true);
                 }

@@ -59,7 +59,11 @@ class WaitQueue final : public Notifier::Listener, public std::enable_shared_fro
 class AcquireOp final : public std::enable_shared_from_this<AcquireOp> {
  public:
   AcquireOp(std::shared_ptr<ClientCore> core, AcquireRequest req, AcquireDone done)
-      : core_(std::move(core)), req_(std::move(req)), done_(std::move(done)), timer_(core_->io()) {
+      : core_(std::move(core)),
+        req_(std::move(req)),
+        done_(std::move(done)),
+        timer_(core_->io()),
+        deadline_timer_(core_->io()) {
     if (req_.wait.timeout) deadline_ = BootClock::now() + *req_.wait.timeout;
   }
 
@@ -67,7 +71,7 @@ class AcquireOp final : public std::enable_shared_from_this<AcquireOp> {
   void watch(std::stop_token stop) {
     stop_cb_.emplace(std::move(stop), std::function<void()>([core = core_, weak = weak_from_this()] {
                        core->post([weak] {
-                         if (auto op = weak.lock()) op->cancel(errc::cancelled);
+                         if (auto op = weak.lock()) op->cancel();
                        });
                      }));
   }
@@ -79,10 +83,10 @@ class AcquireOp final : public std::enable_shared_from_this<AcquireOp> {
       single_ = true;
       return try_now();
     }
+    arm_deadline();
     queue_ = core_->wait_queue(req_.key, req_.channel);
     queue_->push(shared_from_this());
     if (queue_->is_head(this)) become_head();
-    else arm_deadline();
   }
 
   // `held_here`: the previous head just took the lock, so a try now would only fail. Waiting for
@@ -108,10 +112,18 @@ class AcquireOp final : public std::enable_shared_from_this<AcquireOp> {
 
   void fail(const Error& why) { finish(why); }
 
-  void cancel(errc why) {
+  // The caller's stop_token was triggered.
+  void cancel() {
     if (state_ == State::done) return;
-    finish(Error(why, why == errc::cancelled ? "waiting for " + req_.what + " was cancelled"
-                                             : "timed out waiting for " + req_.what));
+    Error e(errc::cancelled, "waiting for " + req_.what + " was cancelled");
+    // A try in flight may take the lock. Finish only once its reply is in (and a lock it took is
+    // released), so that a caller who cancels and then exits leaves no lock behind. This delays
+    // the cancellation by at most one round trip (bounded by the command timeout).
+    if (state_ == State::trying) {
+      if (!pending_cancel_) pending_cancel_ = std::move(e);
+      return;
+    }
+    finish(std::move(e));
   }
 
  private:
@@ -125,9 +137,14 @@ class AcquireOp final : public std::enable_shared_from_this<AcquireOp> {
 
   void on_attempt(Attempt a) {
     if (state_ == State::done) {
-      // The caller gave up while this try was in flight; nobody will receive the lease.
+      // Abandoned at its deadline while this try was in flight; nobody will receive the lease.
       if (a.kind == Attempt::Kind::acquired) release_unwanted(a.lease);
       return;
+    }
+    if (pending_cancel_) {
+      // The caller gave up while this try was in flight; nobody will receive the lease.
+      if (a.kind != Attempt::Kind::acquired) return finish(std::move(*pending_cancel_));
+      return release_unwanted(a.lease, [self = shared_from_this()] { self->finish(std::move(*self->pending_cancel_)); });
     }
     switch (a.kind) {
       case Attempt::Kind::acquired: return finish(Lease(std::move(a.lease)));
@@ -136,7 +153,7 @@ class AcquireOp final : public std::enable_shared_from_this<AcquireOp> {
     }
     if (single_) return finish(Error(errc::busy, req_.what + " is held by another owner"));
     const auto now = BootClock::now();
-    if (deadline_ && now >= *deadline_) return cancel(errc::timeout);
+    if (deadline_ && now >= *deadline_) return finish(Error(errc::timeout, "timed out waiting for " + req_.what));
     // A release announced while the try was in flight: try again at once.
     if (queue_->generation() != seen_generation_) return try_now();
     sleep(now, a.holder_ttl);
@@ -157,12 +174,15 @@ class AcquireOp final : public std::enable_shared_from_this<AcquireOp> {
     });
   }
 
+  // The deadline holds whatever the waiter is doing: queued, subscribing, or with a try in
+  // flight on a slow or paused server. A try still in flight then is abandoned; if it took the
+  // lock after all, its reply releases it (on_attempt).
   void arm_deadline() {
     if (!deadline_) return;
-    state_ = State::queued;
-    timer_.expires_at(*deadline_);
-    timer_.async_wait([self = shared_from_this()](std::error_code ec) {
-      if (!ec && self->state_ == State::queued) self->cancel(errc::timeout);
+    deadline_timer_.expires_at(*deadline_);
+    deadline_timer_.async_wait([self = shared_from_this()](std::error_code ec) {
+      if (ec || self->state_ == State::done || self->state_ == State::sleeping) return;  // sleep ends at the deadline itself
+      self->finish(Error(errc::timeout, "timed out waiting for " + self->req_.what));
     });
   }
 
@@ -170,6 +190,7 @@ class AcquireOp final : public std::enable_shared_from_this<AcquireOp> {
     if (state_ == State::done) return;
     state_ = State::done;
     timer_.cancel();
+    deadline_timer_.cancel();
     if (queue_) {
       auto q = std::move(queue_);
       q->remove(this, result.ok());
@@ -181,13 +202,15 @@ class AcquireOp final : public std::enable_shared_from_this<AcquireOp> {
   std::shared_ptr<ClientCore> core_;
   AcquireRequest req_;
   AcquireDone done_;
-  BootTimer timer_;
+  BootTimer timer_;           // sleeping between tries
+  BootTimer deadline_timer_;  // the caller's deadline
   std::optional<BootClock::time_point> deadline_;
   std::shared_ptr<WaitQueue> queue_;
   State state_ = State::queued;
   bool single_ = false;
   std::uint64_t seen_generation_ = 0;
   std::optional<std::stop_callback<std::function<void()>>> stop_cb_;
+  std::optional<Error> pending_cancel_;
 };
 
 void WaitQueue::push(const std::shared_ptr<AcquireOp>& op) { ops_.push_back(op); }
@@ -276,13 +299,19 @@ Result<Lease> acquire_blocking(const std::shared_ptr<ClientCore>& core, AcquireR
   return wait->wait();
 }
 
-void release_unwanted(const std::shared_ptr<LeaseRecord>& rec) {
-  if (!rec->begin_release()) return;
+void release_unwanted(const std::shared_ptr<LeaseRecord>& rec, std::function<void()> then) {
+  if (!rec->begin_release()) {
+    if (then) then();
+    return;
+  }
   rec->core->renewals().remove(*rec);
   rec->core->active_leases_.fetch_sub(1);
   rec->core->eval_now(*rec->scripts.release,
                       encode_evalsha(*rec->scripts.release, rec->scripts.release_keys, rec->release_args()),
-                      [rec](Result<Reply>) { rec->finish_release(); });
+                      [rec, then = std::move(then)](Result<Reply>) {
+                        rec->finish_release();
+                        if (then) then();
+                      });
 }
 
 }  // namespace dlock::detail

@@ -52,7 +52,8 @@ void start_acquire(const std::shared_ptr<ClientCore>& core, AcquireRequest req, 
 // Blocking form: rejects calls from the loop thread (they would deadlock).
 Result<Lease> acquire_blocking(const std::shared_ptr<ClientCore>& core, AcquireRequest req, std::stop_token stop);
 
-// Releases a lease record that nobody will receive (a wait abandoned while its try succeeded).
-void release_unwanted(const std::shared_ptr<LeaseRecord>& rec);
+// Releases a lease record that nobody will receive (a wait abandoned while its try succeeded);
+// `then` runs on the loop thread once the release has been answered.
+void release_unwanted(const std::shared_ptr<LeaseRecord>& rec, std::function<void()> then = {});
 
 }  // namespace dlock::detail

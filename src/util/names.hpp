@@ -1,4 +1,4 @@
-// Validation of lock names and key prefixes, shared by every lock kind.
+// Validation of lock names, key prefixes and lease options, shared by every lock kind.
 //
 // A lock's keys are prefix + "{" + name + "}" + suffix: the name is the hash tag, so all of a
 // lock's keys share one Cluster slot. That only holds when neither the name nor the prefix has
@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 
+#include "dlock/options.hpp"
 #include "dlock/result.hpp"
 
 namespace dlock::detail {
@@ -37,6 +38,21 @@ inline Result<void> validate_prefix(std::string_view prefix) {
   }
   for (unsigned char c : prefix) {
     if (c < 0x20 || c == 0x7f || c == ' ') return Error(errc::invalid_argument, "key prefix contains a space or control character");
+  }
+  return {};
+}
+
+// Lease options every lock kind accepts.
+inline Result<void> validate_lease(const LeaseOptions& o) {
+  if (o.ttl.count() <= 0) return Error(errc::invalid_argument, "lease TTL must be positive");
+  if (o.renew_interval.count() < 0 || (o.renew_interval.count() > 0 && o.renew_interval >= o.ttl)) {
+    return Error(errc::invalid_argument, "renew interval must be shorter than the lease TTL");
+  }
+  if (o.drift_allowance.count() < 0 || o.drift_allowance >= o.ttl) {
+    return Error(errc::invalid_argument, "drift allowance must be shorter than the lease TTL");
+  }
+  if (o.at_risk_margin.count() < 0 || o.at_risk_margin >= o.ttl) {
+    return Error(errc::invalid_argument, "at-risk margin must be shorter than the lease TTL");
   }
   return {};
 }

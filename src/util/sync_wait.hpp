@@ -2,6 +2,7 @@
 // ignored), so a cancellation and a late completion can race safely.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -26,6 +27,13 @@ class SyncWait {
   T wait() {
     std::unique_lock lock(mu_);
     cv_.wait(lock, [&] { return value_.has_value(); });
+    return std::move(*value_);
+  }
+  // The value, or nullopt when `timeout` passed first.
+  template <class Rep, class Period>
+  std::optional<T> wait_for(std::chrono::duration<Rep, Period> timeout) {
+    std::unique_lock lock(mu_);
+    if (!cv_.wait_for(lock, timeout, [&] { return value_.has_value(); })) return std::nullopt;
     return std::move(*value_);
   }
 

@@ -1,0 +1,59 @@
+// args.hpp — command-line parsing for the dlock CLI: options, positionals, and the checks that
+// turn bad input into usage errors (exit 64).
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace dlock::cli {
+
+// A bad command line. main() prints it with a pointer to --help and exits 64.
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// Thrown to end the program at once with `code` after output was written (e.g. --help).
+struct ExitNow {
+  int code;
+};
+
+struct OptionSpec {
+  std::string_view name;  // long form, with dashes: "--wait"
+  char short_name = 0;    // 'v' for -v, or 0
+  bool takes_value = false;
+};
+
+struct ParsedArgs {
+  std::vector<std::pair<std::string, std::string>> options;  // long name -> value ("" for flags), in order
+  std::vector<std::string> positionals;
+  std::vector<std::string> rest;  // run: the command and its arguments
+  bool rest_started = false;      // "--" was given, or the command began
+
+  bool has(std::string_view name) const;
+  // The value of the last occurrence of `name`.
+  std::optional<std::string> last(std::string_view name) const;
+};
+
+// parse_args()
+//
+// Accepts "--name value", "--name=value", "-v", and "--" (everything after it is positional,
+// or with `command_after` the command). With `command_after` = N, the positional after the first
+// N starts the command: it and everything after it go to `rest` verbatim (as flock(1) does).
+// Throws UsageError on an unknown option or a missing value.
+ParsedArgs parse_args(const std::vector<std::string>& args, const std::vector<OptionSpec>& specs,
+                      std::string_view command, std::optional<std::size_t> command_after = std::nullopt);
+
+// A duration option through dlock::parse_duration; UsageError names the option on failure.
+std::chrono::milliseconds parse_duration_arg(std::string_view option, std::string_view text);
+// An exit-code option: an integer 0..255.
+int parse_exit_code_arg(std::string_view option, std::string_view text);
+// The library's lock-name rules (1-512 bytes, no braces, no control characters).
+void check_lock_name(std::string_view name);
+
+}  // namespace dlock::cli

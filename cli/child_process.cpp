@@ -1,0 +1,245 @@
+#include "child_process.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+extern char** environ;
+
+namespace dlock::cli {
+
+namespace {
+
+std::vector<int>& inherited_fds() {
+  static std::vector<int> fds;
+  return fds;
+}
+
+std::vector<int> open_fds() {
+  std::vector<int> fds;
+  DIR* d = ::opendir("/proc/self/fd");
+  if (d == nullptr) return fds;
+  const int own = ::dirfd(d);
+  while (dirent* e = ::readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    const int fd = std::atoi(e->d_name);
+    if (fd != own) fds.push_back(fd);
+  }
+  ::closedir(d);
+  std::sort(fds.begin(), fds.end());
+  return fds;
+}
+
+bool executable_file(const std::string& path, int& err) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    err = errno;
+    return false;
+  }
+  if (S_ISDIR(st.st_mode)) {
+    err = EACCES;
+    return false;
+  }
+  if (::access(path.c_str(), X_OK) != 0) {
+    err = errno;
+    return false;
+  }
+  return true;
+}
+
+// SIGTTOU is ignored around tcsetpgrp(): a process that changes the foreground group from
+// outside it would otherwise be stopped. Async-signal-safe.
+void set_foreground(pid_t pgrp) {
+  struct sigaction ignore {}, old {};
+  ignore.sa_handler = SIG_IGN;
+  sigemptyset(&ignore.sa_mask);
+  ::sigaction(SIGTTOU, &ignore, &old);
+  ::tcsetpgrp(STDIN_FILENO, pgrp);
+  ::sigaction(SIGTTOU, &old, nullptr);
+}
+
+}  // namespace
+
+void record_inherited_fds() { inherited_fds() = open_fds(); }
+
+ProgramLookup find_program(const std::string& name) {
+  ProgramLookup out;
+  if (name.empty()) {
+    out.exit_code = 127;
+    out.error = "empty command name";
+    return out;
+  }
+  int err = 0;
+  if (name.find('/') != std::string::npos) {
+    if (executable_file(name, err)) {
+      out.path = name;
+    } else {
+      out.exit_code = err == ENOENT || err == ENOTDIR ? 127 : 126;
+      out.error = "cannot execute '" + name + "': " + std::strerror(err);
+    }
+    return out;
+  }
+  const char* path = std::getenv("PATH");
+  const std::string dirs = path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin";
+  std::string denied;
+  std::size_t start = 0;
+  while (start <= dirs.size()) {
+    std::size_t end = dirs.find(':', start);
+    if (end == std::string::npos) end = dirs.size();
+    const std::string dir = dirs.substr(start, end - start);
+    const std::string candidate = (dir.empty() ? std::string(".") : dir) + "/" + name;
+    if (executable_file(candidate, err)) {
+      out.path = candidate;
+      return out;
+    }
+    if (err != ENOENT && err != ENOTDIR && denied.empty()) denied = candidate;
+    start = end + 1;
+  }
+  if (!denied.empty()) {
+    out.exit_code = 126;
+    out.error = "cannot execute '" + denied + "': permission denied";
+  } else {
+    out.exit_code = 127;
+    out.error = "command not found: '" + name + "'";
+  }
+  return out;
+}
+
+ChildCommand::~ChildCommand() {
+  if (owns_terminal_) give_terminal_to(::getpgrp());
+}
+
+void ChildCommand::give_terminal_to(pid_t pgrp) const { set_foreground(pgrp); }
+
+int ChildCommand::start(const std::string& path, const std::vector<std::string>& argv,
+                        const std::vector<std::pair<std::string, std::string>>& env, std::string& error) {
+  // Everything the child needs is prepared before fork(): between fork and exec only
+  // async-signal-safe calls are allowed (another thread may hold the malloc lock).
+  std::vector<char*> cargv;
+  for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
+  cargv.push_back(nullptr);
+  std::vector<std::string> envs;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    const std::string entry(*e);
+    const std::string name = entry.substr(0, entry.find('='));
+    const bool replaced = std::any_of(env.begin(), env.end(), [&](const auto& kv) { return kv.first == name; });
+    if (!replaced) envs.push_back(entry);
+  }
+  for (const auto& [k, v] : env) envs.push_back(k + "=" + v);
+  std::vector<char*> cenv;
+  for (const auto& e : envs) cenv.push_back(const_cast<char*>(e.c_str()));
+  cenv.push_back(nullptr);
+
+  int report[2];
+  if (::pipe2(report, O_CLOEXEC) != 0) {
+    error = std::string("pipe: ") + std::strerror(errno);
+    return 126;
+  }
+  std::vector<int> to_close;
+  for (int fd : open_fds()) {
+    if (fd == report[1] || std::binary_search(inherited_fds().begin(), inherited_fds().end(), fd)) continue;
+    to_close.push_back(fd);
+  }
+  owns_terminal_ = ::isatty(STDIN_FILENO) == 1 && ::tcgetpgrp(STDIN_FILENO) == ::getpgrp();
+  const bool take_terminal = owns_terminal_;
+  const pid_t parent = ::getpid();
+
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    error = std::string("fork: ") + std::strerror(errno);
+    ::close(report[0]);
+    ::close(report[1]);
+    owns_terminal_ = false;
+    return 126;
+  }
+  if (pid == 0) {
+    ::setpgid(0, 0);
+    if (take_terminal) set_foreground(::getpid());
+    // Dies with dlock: the command must never run without the lock's watchdog.
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(126);
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    for (int fd : to_close) {
+      if (fd != report[1]) ::close(fd);
+    }
+    ::execve(path.c_str(), cargv.data(), cenv.data());
+    const int err = errno;
+    ssize_t ignored = ::write(report[1], &err, sizeof err);
+    (void)ignored;
+    ::_exit(err == ENOENT || err == ENOTDIR ? 127 : 126);
+  }
+  pid_ = pid;
+  ::setpgid(pid, pid);  // also here, so signal_group() works before the child ran
+  if (take_terminal) give_terminal_to(pid);
+  ::close(report[1]);
+  int err = 0;
+  ssize_t n;
+  do {
+    n = ::read(report[0], &err, sizeof err);
+  } while (n < 0 && errno == EINTR);
+  ::close(report[0]);
+  if (n == static_cast<ssize_t>(sizeof err)) {
+    int st = 0;
+    while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+    }
+    status_ = WIFEXITED(st) ? WEXITSTATUS(st) : 126;
+    if (owns_terminal_) give_terminal_to(::getpgrp());
+    owns_terminal_ = false;
+    error = "cannot execute '" + path + "': " + std::strerror(err);
+    return err == ENOENT || err == ENOTDIR ? 127 : 126;
+  }
+  return 0;
+}
+
+void ChildCommand::signal_group(int sig) const {
+  if (pid_ > 0) ::kill(-pid_, sig);
+}
+
+std::optional<int> ChildCommand::poll() {
+  if (status_ || pid_ <= 0) return status_;
+  for (;;) {
+    int st = 0;
+    const pid_t r = ::waitpid(pid_, &st, WNOHANG | (owns_terminal_ ? WUNTRACED : 0));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) {  // ECHILD: cannot happen for our own child; treat as gone
+      status_ = 126;
+      break;
+    }
+    if (r == 0) return std::nullopt;
+    if (WIFSTOPPED(st)) {
+      // Ctrl-Z: take the terminal back, stop as a job the shell can see, and on `fg` hand the
+      // terminal to the command again and continue it.
+      give_terminal_to(::getpgrp());
+      ::kill(::getpid(), SIGSTOP);
+      give_terminal_to(pid_);
+      signal_group(SIGCONT);
+      continue;
+    }
+    if (WIFEXITED(st)) {
+      status_ = WEXITSTATUS(st);
+    } else if (WIFSIGNALED(st)) {
+      term_signal_ = WTERMSIG(st);
+      status_ = 128 + term_signal_;
+    } else {
+      continue;
+    }
+    break;
+  }
+  if (owns_terminal_) give_terminal_to(::getpgrp());
+  owns_terminal_ = false;
+  return status_;
+}
+
+}  // namespace dlock::cli

@@ -1,0 +1,64 @@
+// child_process.hpp — the command `dlock run` protects: found in PATH before the lock is taken,
+// started in its own process group with PR_SET_PDEATHSIG(SIGKILL) (it never outlives dlock, so
+// it never runs unprotected), signalled as a group, and reaped.
+//
+// When dlock runs in the foreground of a terminal, the command's group becomes the terminal's
+// foreground group (so it can read the terminal and Ctrl-C/Ctrl-Z reach it directly); when the
+// command is stopped (Ctrl-Z), dlock stops itself too so the shell sees the job stopped, and on
+// `fg` hands the terminal back and continues the command.
+#pragma once
+
+#include <sys/types.h>
+
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace dlock::cli {
+
+// Records the descriptors open at start-up (inherited from the caller). The command inherits
+// those, and none that dlock opened itself (sockets, signalfd). Call first thing in main().
+void record_inherited_fds();
+
+struct ProgramLookup {
+  std::string path;    // what to execve()
+  int exit_code = 0;   // 0 found; 126 not executable; 127 not found
+  std::string error;
+};
+
+// Looks `name` up as execvp(3) would (a name with '/' is used as is).
+ProgramLookup find_program(const std::string& name);
+
+class ChildCommand {
+ public:
+  ChildCommand() = default;
+  ~ChildCommand();  // gives the terminal back if it was handed over
+  ChildCommand(const ChildCommand&) = delete;
+  ChildCommand& operator=(const ChildCommand&) = delete;
+
+  // Forks and execs `path` with `argv`, the environment plus `env` (replacing equal names).
+  // Returns 0 when the command runs; 126/127 when exec failed (then `error` says why).
+  int start(const std::string& path, const std::vector<std::string>& argv,
+            const std::vector<std::pair<std::string, std::string>>& env, std::string& error);
+
+  pid_t pid() const { return pid_; }
+  bool running() const { return pid_ > 0 && !status_; }
+  // kill(-pgid, sig); harmless when the group is gone.
+  void signal_group(int sig) const;
+  // Reaps the command if it ended (never blocks). Its status once ended: the exit code, or
+  // 128+N when it died of signal N.
+  std::optional<int> poll();
+  // The signal that ended it, 0 when it exited.
+  int term_signal() const { return term_signal_; }
+
+ private:
+  void give_terminal_to(pid_t pgrp) const;
+
+  pid_t pid_ = -1;
+  bool owns_terminal_ = false;
+  std::optional<int> status_;
+  int term_signal_ = 0;
+};
+
+}  // namespace dlock::cli

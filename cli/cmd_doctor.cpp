@@ -1,0 +1,226 @@
+// dlock doctor — checks the server for what dlock relies on, and says what to change.
+// Every check goes through Client::command; a check the ACL (or a managed service) refuses is
+// reported as "cannot check", never as a failure. Exit 0 unless a check failed (78).
+#include <cstdio>
+#include <sstream>
+
+#include "commands.hpp"
+
+namespace dlock::cli {
+
+namespace {
+
+enum class Status { ok, info, warn, fail, unknown };
+
+const char* status_name(Status s) {
+  switch (s) {
+    case Status::ok: return "ok";
+    case Status::info: return "info";
+    case Status::warn: return "warn";
+    case Status::fail: return "FAIL";
+    case Status::unknown: return "?";
+  }
+  return "?";
+}
+
+const char* status_json(Status s) {
+  switch (s) {
+    case Status::ok: return "ok";
+    case Status::info: return "info";
+    case Status::warn: return "warn";
+    case Status::fail: return "fail";
+    case Status::unknown: return "cannot_check";
+  }
+  return "cannot_check";
+}
+
+struct Check {
+  std::string name;
+  Status status;
+  std::string detail;
+  std::string fix;
+};
+
+// "field:value" lines of an INFO section.
+std::string info_field(const std::string& info, const std::string& field) {
+  std::istringstream in(info);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.rfind(field + ":", 0) == 0) return line.substr(field.size() + 1);
+  }
+  return {};
+}
+
+// CONFIG GET name -> its value; nullopt (with `why`) when refused.
+std::optional<std::string> config_get(dlock::Client& c, const std::string& name, std::string& why) {
+  auto r = c.command({"CONFIG", "GET", name});
+  if (!r) {
+    why = r.error().what();
+    return std::nullopt;
+  }
+  if (!r->is_array() || r->size() < 2) {
+    why = "no such setting";
+    return std::nullopt;
+  }
+  return (*r)[1].str();
+}
+
+Check check_version(dlock::Client& c) {
+  auto r = c.command({"INFO", "server"});
+  if (!r) return {"version", Status::unknown, "cannot check: " + r.error().what(), ""};
+  const std::string v = info_field(r->str(), "redis_version");
+  int major = 0, minor = 0;
+  if (std::sscanf(v.c_str(), "%d.%d", &major, &minor) != 2) {
+    return {"version", Status::unknown, "cannot read redis_version from INFO", ""};
+  }
+  if (major > 6 || (major == 6 && minor >= 2)) return {"version", Status::ok, "Redis " + v, ""};
+  return {"version", Status::warn, "Redis " + v + " is older than 6.2, which dlock is tested with",
+          "upgrade to Redis 6.2 or later (7.x for ACL checks)"};
+}
+
+Check check_eviction(dlock::Client& c) {
+  std::string why;
+  auto policy = config_get(c, "maxmemory-policy", why);
+  if (!policy) return {"maxmemory-policy", Status::unknown, "cannot check: " + why, ""};
+  if (*policy == "noeviction") return {"maxmemory-policy", Status::ok, "noeviction", ""};
+  std::string limit;
+  auto maxmemory = config_get(c, "maxmemory", why);
+  if (maxmemory) limit = *maxmemory == "0" ? " (maxmemory 0: no limit yet)" : " (maxmemory " + *maxmemory + ")";
+  return {"maxmemory-policy", Status::fail,
+          *policy + limit + ": under memory pressure Redis evicts keys, and an evicted lock key is a lock "
+                            "silently freed while its holder still works",
+          "CONFIG SET maxmemory-policy noeviction, and set it in redis.conf (or use a dedicated instance)"};
+}
+
+Check check_persistence(dlock::Client& c) {
+  std::string why;
+  auto aof = config_get(c, "appendonly", why);
+  if (!aof) return {"persistence", Status::unknown, "cannot check: " + why, ""};
+  auto save = config_get(c, "save", why);
+  if (*aof == "yes") return {"persistence", Status::ok, "appendonly yes", ""};
+  const std::string fix = "CONFIG SET appendonly yes (and appendfsync everysec or always), also in redis.conf";
+  if (save && !save->empty()) {
+    return {"persistence", Status::warn,
+            "RDB snapshots only (save \"" + *save + "\"): a crash loses locks and fencing counters written "
+            "since the last snapshot (counters are re-seeded from the server clock)", fix};
+  }
+  return {"persistence", Status::warn,
+          "none: a restart forgets every lock and fencing counter (counters are re-seeded from the server clock)", fix};
+}
+
+std::vector<Check> check_acl(dlock::Client& c, const std::string& prefix) {
+  auto who = c.command({"ACL", "WHOAMI"});
+  if (!who) return {{"acl", Status::unknown, "cannot check: " + who.error().what(), ""}};
+  const std::string user = who->str();
+  const std::string key = prefix + "{doctor}";
+  const std::string channel = key + ":ch";
+  const std::vector<std::pair<std::string, std::vector<std::string>>> probes = {
+      {"GET/SET lock keys", {"SET", key, "v"}},
+      {"scripts (EVALSHA)", {"EVALSHA", std::string(40, '0'), "1", key}},
+      {"scripts (EVAL)", {"EVAL", "return 1", "1", key}},
+      {"PUBLISH release notifications", {"PUBLISH", channel, "released"}},
+      {"SUBSCRIBE to release notifications", {"SUBSCRIBE", channel}},
+  };
+  std::vector<Check> out;
+  std::string denied;
+  for (const auto& [what, cmd] : probes) {
+    std::vector<std::string> dry = {"ACL", "DRYRUN", user};
+    dry.insert(dry.end(), cmd.begin(), cmd.end());
+    auto r = c.command(dry);
+    if (!r) {
+      out.push_back({"acl", Status::unknown, "cannot check (ACL DRYRUN needs Redis 7 and the right to run it): " +
+                                                 r.error().what(), ""});
+      return out;
+    }
+    if (!(r->is_status() && r->str() == "OK")) denied += (denied.empty() ? "" : "; ") + what + ": " + r->str();
+  }
+  if (denied.empty()) {
+    out.push_back({"acl", Status::ok, "user '" + user + "' may use keys and channels under '" + prefix + "'", ""});
+  } else {
+    out.push_back({"acl", Status::fail, "user '" + user + "' is refused: " + denied,
+                   "ACL SETUSER " + user + " ~" + prefix + "* &" + prefix +
+                       "* +get +set +del +pexpire +pttl +type +exists +incr +time +eval +evalsha +publish "
+                       "+subscribe +unsubscribe +scan +pubsub +ping +client|setname"});
+  }
+  return out;
+}
+
+Check check_keyspace_events(dlock::Client& c) {
+  std::string why;
+  auto flags = config_get(c, "notify-keyspace-events", why);
+  if (!flags) return {"keyspace-events", Status::unknown, "cannot check: " + why, ""};
+  auto has = [&](char f) { return flags->find(f) != std::string::npos; };
+  if (has('K') && (has('A') || has('g') || has('x'))) {
+    return {"keyspace-events", Status::info, "on (\"" + *flags + "\"): waiters also wake at once when a lock expires", ""};
+  }
+  return {"keyspace-events", Status::info,
+          "off: waiters wake on dlock's release notifications; a lock that expires or that another client "
+          "deletes is noticed at its TTL or the next recheck (500 ms)",
+          "optional: CONFIG SET notify-keyspace-events Kgx"};
+}
+
+Check check_replication(dlock::Client& c) {
+  auto r = c.command({"INFO", "replication"});
+  if (!r) return {"replication", Status::unknown, "cannot check: " + r.error().what(), ""};
+  const std::string role = info_field(r->str(), "role");
+  const std::string replicas = info_field(r->str(), "connected_slaves");
+  if (role == "slave" || role == "replica") {
+    return {"replication", Status::fail, "this server is a replica: lock writes are refused (READONLY)",
+            "point --redis at the primary"};
+  }
+  if (!replicas.empty() && replicas != "0") {
+    return {"replication", Status::warn,
+            "primary with " + replicas + " replica(s): replication is asynchronous and dlock does not wait for "
+            "replicas to acknowledge, so a failover can lose a lock that was granted",
+            "protect the resource with fencing tokens; or keep locks on a primary without failover"};
+  }
+  return {"replication", Status::ok, "role " + (role.empty() ? std::string("unknown") : role) + ", no replicas", ""};
+}
+
+}  // namespace
+
+int cmd_doctor(Context& ctx, const Args& args) {
+  ParsedArgs a = ctx.parse(args, {});
+  if (!a.positionals.empty()) throw UsageError("doctor takes no arguments");
+  dlock::Client& c = ctx.client();
+  if (auto ping = c.command({"PING"}); !ping) return ctx.fail(ping.error());
+
+  std::vector<Check> checks;
+  checks.push_back(check_version(c));
+  checks.push_back(check_eviction(c));
+  checks.push_back(check_persistence(c));
+  for (auto& acl : check_acl(c, ctx.globals().prefix)) checks.push_back(std::move(acl));
+  checks.push_back(check_keyspace_events(c));
+  checks.push_back(check_replication(c));
+
+  int failed = 0, warned = 0;
+  for (const auto& k : checks) {
+    failed += k.status == Status::fail;
+    warned += k.status == Status::warn;
+  }
+  if (ctx.json()) {
+    Json j = ctx.begin_json(failed == 0);
+    j.field("server", c.address().display()).field("prefix", ctx.globals().prefix);
+    j.field("failed", failed).field("warnings", warned);
+    j.key("checks").begin_array();
+    for (const auto& k : checks) {
+      j.begin_object().field("check", k.name).field("status", status_json(k.status)).field("detail", k.detail);
+      j.key("fix").opt_str(k.fix.empty() ? std::nullopt : std::optional<std::string>(k.fix));
+      j.end_object();
+    }
+    j.end_array();
+    ctx.print_json(j);
+  } else {
+    std::printf("dlock doctor: %s, prefix '%s'\n", c.address().display().c_str(), ctx.globals().prefix.c_str());
+    for (const auto& k : checks) {
+      std::printf("  %-4s  %-16s  %s\n", status_name(k.status), k.name.c_str(), k.detail.c_str());
+      if (!k.fix.empty() && k.status != Status::ok) std::printf("        %-16s  fix: %s\n", "", k.fix.c_str());
+    }
+    if (failed == 0 && warned == 0) std::printf("all is well\n");
+    else std::printf("%d failed, %d warning(s)\n", failed, warned);
+  }
+  return failed == 0 ? exit_code::ok : exit_code::refused;
+}
+
+}  // namespace dlock::cli

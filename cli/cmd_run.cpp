@@ -1,0 +1,296 @@
+// dlock run NAME [--wait DUR | --no-wait] [--ttl DUR] [--grace DUR] -- CMD [ARGS...]
+//
+// Acquire in watchdog mode, run CMD in its own process group, renew while it runs, release
+// when it exits. The command is stopped BEFORE the lease can end:
+//   - the lease is at risk (no renewal succeeded and less than grace + margin of validity is
+//     left): SIGTERM to the group, SIGKILL when only margin is left;
+//   - the lock was taken away outright (on_lost with LossReason::taken: key deleted, replaced,
+//     force-unlocked): SIGTERM at once, SIGKILL after the grace;
+//   - the lease expired on this machine's clock (on_lost with LossReason::expired): SIGKILL.
+// Either way dlock exits 70 (--lost-exit-code). The library's lease events run on its event-loop
+// thread and must not block: they only write a byte into a self-pipe the main thread polls.
+#include <signal.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <memory>
+
+#include "child_process.hpp"
+#include "commands.hpp"
+#include "dlock/clock.hpp"
+#include "dlock/duration.hpp"
+#include "dlock/mutex.hpp"
+#include "lock_wait.hpp"
+#include "owner_token.hpp"
+#include "signals.hpp"
+
+namespace dlock::cli {
+
+namespace {
+
+using std::chrono::milliseconds;
+using Clock = dlock::BootClock;
+
+struct RunSettings {
+  std::string name;
+  std::optional<milliseconds> wait;  // nullopt: forever
+  milliseconds ttl{30000};
+  milliseconds grace{5000};
+  milliseconds margin{1000};  // safety margin before the end of validity
+  milliseconds drift{0};
+  int conflict_code = exit_code::not_acquired;
+  int lost_code = exit_code::lost;
+  std::vector<std::string> argv;
+};
+
+RunSettings parse_settings(Context& ctx, const Args& args) {
+  static const std::vector<OptionSpec> specs = {
+      {"--wait", 0, true},  {"--no-wait", 0, false}, {"--ttl", 0, true},
+      {"--grace", 0, true}, {"--conflict-exit-code", 0, true}, {"--lost-exit-code", 0, true},
+  };
+  ParsedArgs a = ctx.parse(args, specs, /*command_after=*/1);
+  RunSettings s;
+  if (a.positionals.empty()) throw UsageError("run needs a lock NAME and a command");
+  s.name = a.positionals[0];
+  check_lock_name(s.name);
+  if (a.rest.empty()) throw UsageError("run needs a command after the lock name (dlock run NAME -- CMD...)");
+  s.argv = a.rest;
+  s.wait = wait_option(a);
+  if (auto v = a.last("--ttl")) s.ttl = parse_duration_arg("--ttl", *v);
+  if (auto v = a.last("--grace")) s.grace = parse_duration_arg("--grace", *v);
+  if (auto v = a.last("--conflict-exit-code")) s.conflict_code = parse_exit_code_arg("--conflict-exit-code", *v);
+  if (auto v = a.last("--lost-exit-code")) s.lost_code = parse_exit_code_arg("--lost-exit-code", *v);
+  if (s.ttl.count() <= 0) throw UsageError("--ttl must be positive");
+  s.margin = std::clamp<milliseconds>(s.ttl / 10, milliseconds(50), milliseconds(1000));
+  s.drift = s.ttl / 100 + milliseconds(2);  // the library's default drift allowance, made explicit
+  // Renewals must have room between "renewed" and "at risk": grace + margin must stay at least
+  // one margin below the lease's validity.
+  if (s.grace + 2 * s.margin + s.drift > s.ttl) {
+    throw UsageError("--grace " + dlock::format_duration(s.grace) + " must be shorter than --ttl " +
+                     dlock::format_duration(s.ttl) + " (at most " +
+                     dlock::format_duration(std::max(milliseconds(0), s.ttl - 2 * s.margin - s.drift)) + ")");
+  }
+  return s;
+}
+
+// What `run` reports at the end: a line for people, or one JSON object as stderr's last line.
+struct Report {
+  std::string outcome;  // completed, lost, not_acquired, interrupted, exec_failed, error
+  int exit_code = 0;
+  std::optional<int> status;  // the command's status
+  int signal = 0;             // the signal that ended the command, or interrupted the wait
+  std::string owner;
+  std::uint64_t token = 0;
+  long long waited_ms = 0;
+  std::optional<long long> held_ms;
+  std::string message;
+};
+
+int finish(Context& ctx, const RunSettings& s, const Report& r) {
+  if (ctx.json()) {
+    Json j = ctx.begin_json(r.outcome == "completed");
+    j.field("name", s.name).field("outcome", r.outcome).field("exit_code", r.exit_code);
+    j.key("status").opt_num(r.status ? std::optional<long long>(*r.status) : std::nullopt);
+    j.key("signal").num(static_cast<long long>(r.signal));
+    j.key("owner").opt_str(r.owner.empty() ? std::nullopt : std::optional<std::string>(r.owner));
+    j.key("fencing_token").num(r.token);
+    j.field("waited_ms", r.waited_ms);
+    j.key("held_ms").opt_num(r.held_ms);
+    if (!r.message.empty()) j.field("message", r.message);
+    ctx.print_json(j, /*to_stderr=*/true);
+  } else if (!r.message.empty()) {
+    ctx.note(r.message);
+  }
+  return r.exit_code;
+}
+
+enum class Stopping { no, at_risk, taken, expired };
+
+std::string signal_name(int sig) {
+  switch (sig) {
+    case SIGINT: return "SIGINT";
+    case SIGTERM: return "SIGTERM";
+    case SIGHUP: return "SIGHUP";
+    case SIGKILL: return "SIGKILL";
+    default: return "signal " + std::to_string(sig);
+  }
+}
+
+// Watches the lease and the command until the command has ended; stops it before the lease
+// can end. Returns why it was stopped (Stopping::no: it ended by itself).
+Stopping supervise(Context& ctx, const RunSettings& s, dlock::Lease& lease, ChildCommand& child, SignalFd& signals,
+                   EventPipe& events) {
+  Stopping why = Stopping::no;
+  std::optional<Clock::time_point> kill_at;
+  bool killed = false;
+  const milliseconds stop_below = s.grace + s.margin;
+  while (!child.poll()) {
+    const auto now = Clock::now();
+    if (why == Stopping::no || why == Stopping::at_risk) {
+      if (lease.lost()) {
+        if (lease.loss_reason().value_or(dlock::LossReason::taken) == dlock::LossReason::taken) {
+          if (why == Stopping::no) {
+            ctx.note("lock '" + s.name + "' was taken away (its key was deleted or replaced, or force-unlocked); " +
+                     "stopping the command: SIGTERM now, SIGKILL in " + dlock::format_duration(s.grace));
+            child.signal_group(SIGTERM);
+          }
+          const auto by = now + s.grace;
+          kill_at = kill_at ? std::min(*kill_at, by) : by;
+          why = Stopping::taken;
+        } else {
+          ctx.note("the lease of lock '" + s.name + "' expired without renewal; killing the command");
+          child.signal_group(SIGKILL);
+          killed = true;
+          why = Stopping::expired;
+        }
+      } else if (lease.held()) {
+        const milliseconds left = lease.remaining();
+        if (why == Stopping::no && left <= stop_below) {
+          ctx.note("no renewal of lock '" + s.name + "' succeeded and only " + human_duration(left.count()) +
+                   " of the lease is left; stopping the command: SIGTERM now, SIGKILL in " +
+                   human_duration(std::max(milliseconds(0), left - s.margin).count()));
+          child.signal_group(SIGTERM);
+          why = Stopping::at_risk;
+        }
+        // SIGKILL at validity - margin; a renewal that succeeds meanwhile moves it later.
+        if (why == Stopping::at_risk) kill_at = now + std::max(milliseconds(0), left - s.margin);
+      }
+    }
+    if (kill_at && now >= *kill_at && !killed) {
+      child.signal_group(SIGKILL);
+      killed = true;
+    }
+
+    milliseconds timeout(1000);
+    if (why == Stopping::no && lease.held()) {
+      timeout = std::min(timeout, std::max(milliseconds(1), lease.remaining() - stop_below));
+    }
+    if (kill_at && !killed) {
+      timeout = std::min(timeout, std::max(milliseconds(1), std::chrono::ceil<milliseconds>(*kill_at - now)));
+    }
+    bool sig_ready = false, event_ready = false;
+    wait_readable(signals.fd(), events.fd(), static_cast<int>(timeout.count()), sig_ready, event_ready);
+    if (sig_ready) {
+      while (int sig = signals.take()) {
+        if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) {
+          if (ctx.verbose()) ctx.note("forwarding " + signal_name(sig) + " to the command");
+          child.signal_group(sig);
+        }
+      }
+    }
+    if (event_ready) events.drain();  // on_lost / on_at_risk: just wake up and look again
+  }
+  return why;
+}
+
+}  // namespace
+
+int cmd_run(Context& ctx, const Args& args) {
+  const RunSettings s = parse_settings(ctx, args);
+  Report report;
+
+  // Before the lock: a command that cannot run should not make others wait.
+  const ProgramLookup program = find_program(s.argv[0]);
+  if (program.exit_code != 0) {
+    report.outcome = "exec_failed";
+    report.exit_code = program.exit_code;
+    report.message = program.error;
+    return finish(ctx, s, report);
+  }
+
+  // Signals are blocked before the Client's thread exists, so only the signalfd receives them.
+  SignalFd signals({SIGINT, SIGTERM, SIGHUP, SIGCHLD});
+  auto events = std::make_shared<EventPipe>();
+
+  dlock::LeaseOptions lo;
+  lo.mode = dlock::LeaseMode::watchdog;
+  lo.ttl = s.ttl;
+  lo.drift_allowance = s.drift;
+  const milliseconds window = s.ttl - s.drift - s.grace - s.margin;  // >= margin (checked)
+  lo.renew_interval = std::max(milliseconds(1), std::min(s.ttl / 3, window / 2));
+  lo.at_risk_margin = s.grace + s.margin;
+  lo.events.on_lost = [events](dlock::LossReason why) {
+    events->notify(why == dlock::LossReason::taken ? 't' : 'e');
+  };
+  lo.events.on_at_risk = [events](milliseconds) { events->notify('r'); };
+
+  dlock::Mutex mutex(ctx.client(), s.name, lo);
+  WaitOutcome w = wait_for_lock(ctx, mutex, s.wait, signals);
+  report.waited_ms = w.waited.count();
+  if (w.signal != 0) {
+    report.outcome = "interrupted";
+    report.signal = w.signal;
+    report.exit_code = 128 + w.signal;
+    report.message = "interrupted by " + signal_name(w.signal) + " while waiting for lock '" + s.name +
+                     "'; nothing is held";
+    return finish(ctx, s, report);
+  }
+  if (!w.lease) {
+    report.exit_code = exit_code_for(w.error.code, Phase::acquiring);
+    report.outcome = report.exit_code == exit_code::not_acquired ? "not_acquired" : "error";
+    if (report.exit_code == exit_code::not_acquired) report.exit_code = s.conflict_code;
+    report.message = w.error.what();
+    return finish(ctx, s, report);
+  }
+  dlock::Lease& lease = *w.lease;
+  report.owner = lease.owner();
+  report.token = lease.token().value;
+  if (ctx.verbose()) {
+    ctx.note("acquired lock '" + s.name + "' (fencing token " + std::to_string(report.token) + ") after " +
+             human_duration(w.waited.count()) + "; running " + s.argv[0]);
+  }
+
+  ChildCommand child;
+  std::string error;
+  const auto started = Clock::now();
+  const int exec_code = child.start(program.path, s.argv,
+                                    {{"DLOCK_NAME", s.name},
+                                     {"DLOCK_FENCING_TOKEN", std::to_string(report.token)},
+                                     {"DLOCK_OWNER", lease.owner()}},
+                                    error);
+  if (exec_code != 0) {
+    (void)lease.release();
+    report.outcome = "exec_failed";
+    report.exit_code = exec_code;
+    report.message = error;
+    return finish(ctx, s, report);
+  }
+
+  const Stopping why = supervise(ctx, s, lease, child, signals, *events);
+  report.status = child.poll();
+  report.signal = child.term_signal();
+  report.held_ms = std::chrono::duration_cast<milliseconds>(Clock::now() - started).count();
+
+  if (why != Stopping::no) {
+    child.signal_group(SIGKILL);  // nothing of the command's group may run on unprotected
+    report.outcome = "lost";
+    report.exit_code = s.lost_code;
+    report.message = why == Stopping::at_risk
+                         ? "the command was stopped because lock '" + s.name + "' could not be renewed"
+                         : "the command was stopped because lock '" + s.name + "' was lost";
+    if (lease.held() && lease.remaining() > s.grace + s.margin) {
+      (void)lease.release();  // renewals recovered after all: give the lock back now
+    } else if (lease.held()) {
+      // The server may be unreachable: a release could block; the key expires at its TTL.
+      finish(ctx, s, report);
+      Context::exit_now(report.exit_code);
+    }
+    return finish(ctx, s, report);
+  }
+
+  auto released = lease.release();
+  if (!released && released.code() == dlock::errc::lock_lost) {
+    report.outcome = "lost";
+    report.exit_code = s.lost_code;
+    report.message = "the command finished, but lock '" + s.name +
+                     "' was no longer held at release (expired or taken over while it ran)";
+    return finish(ctx, s, report);
+  }
+  if (!released) ctx.note("warning: " + released.error().what());
+  report.outcome = "completed";
+  report.exit_code = *report.status;
+  return finish(ctx, s, report);
+}
+
+}  // namespace dlock::cli

@@ -1,0 +1,164 @@
+#include "lock_wait.hpp"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <memory>
+#include <mutex>
+#include <stop_token>
+
+#include "dlock/clock.hpp"
+#include "owner_token.hpp"
+
+namespace dlock::cli {
+
+namespace {
+
+using std::chrono::milliseconds;
+
+long long ms_since(dlock::BootClock::time_point t) {
+  return std::chrono::duration_cast<milliseconds>(dlock::BootClock::now() - t).count();
+}
+
+// One line on stderr about the wait: updated in place on a terminal, or (with -v and no
+// terminal) printed again whenever the holder changes.
+class StatusLine {
+ public:
+  StatusLine(Context& ctx, const dlock::Mutex& m)
+      : ctx_(ctx), m_(m), tty_(::isatty(STDERR_FILENO) == 1), enabled_(!ctx.json() && (tty_ || ctx.verbose())) {}
+  ~StatusLine() { clear(); }
+
+  bool enabled() const { return enabled_; }
+
+  void update(dlock::BootClock::time_point started) {
+    if (!enabled_) return;
+    auto value = ctx_.client().command({"GET", m_.key()});
+    auto pttl = ctx_.client().command({"PTTL", m_.key()});
+    std::string text = "dlock: waiting for lock '" + m_.name() + "'";
+    std::string holder_token;
+    if (value.ok() && value->is_string()) {
+      holder_token = value->str();
+      const auto info = parse_owner_token(holder_token);
+      text += ": held by " + describe_holder(info);
+      if (info && info->since_unix_ms) text += " for " + human_duration(held_for_ms(*info->since_unix_ms));
+      if (pttl.ok() && pttl->is_integer()) {
+        if (pttl->integer() >= 0) text += ", expires in " + human_duration(pttl->integer());
+        else if (pttl->integer() == -1) text += ", never expires (a leak? see 'dlock leaks')";
+      }
+    } else if (!value.ok()) {
+      text += " (" + value.error().what() + ")";
+    }
+    text += "; waited " + human_duration(ms_since(started));
+    if (tty_) {
+      std::fputs(("\r\033[K" + text).c_str(), stderr);
+      shown_ = true;
+    } else if (!printed_once_ || holder_token != last_holder_) {
+      std::fputs((text + "\n").c_str(), stderr);
+      printed_once_ = true;
+    }
+    std::fflush(stderr);
+    last_holder_ = holder_token;
+  }
+
+  void clear() {
+    if (shown_) std::fputs("\r\033[K", stderr);
+    shown_ = false;
+  }
+
+ private:
+  Context& ctx_;
+  const dlock::Mutex& m_;
+  bool tty_;
+  bool enabled_;
+  bool shown_ = false;
+  bool printed_once_ = false;
+  std::string last_holder_;
+};
+
+// A cancelled acquire completes at once, even while its last attempt is still in flight. If
+// that attempt took the lock, the library releases it (as an unwanted lease) when the reply
+// arrives -- but only while the Client lives, and the CLI is about to exit. Replies on the
+// Client's connection come in order, so after one PING round trip the attempt's reply has been
+// handled (and any release of it queued), and after a second one that release has been
+// answered. Without this, a SIGTERM racing a release left the lock taken until its TTL.
+void settle_cancelled_attempt(dlock::Client& client) {
+  for (int i = 0; i < 2; ++i) {
+    if (!client.command({"PING"})) return;
+  }
+}
+
+struct Pending {
+  std::mutex mu;
+  std::optional<dlock::Result<dlock::Lease>> result;
+  EventPipe done;
+};
+
+}  // namespace
+
+std::optional<milliseconds> wait_option(const ParsedArgs& a) {
+  std::optional<milliseconds> wait;
+  for (const auto& [name, value] : a.options) {
+    if (name == "--no-wait") wait = milliseconds(0);
+    else if (name == "--wait") wait = parse_duration_arg("--wait", value);
+  }
+  return wait;
+}
+
+WaitOutcome wait_for_lock(Context& ctx, dlock::Mutex& m, std::optional<milliseconds> wait, SignalFd& signals) {
+  WaitOutcome out;
+  const auto started = dlock::BootClock::now();
+  auto pending = std::make_shared<Pending>();
+  std::stop_source stop;
+  m.async_acquire(
+      dlock::WaitOptions{wait, milliseconds(500)},
+      [pending](dlock::Result<dlock::Lease> r) {
+        // On the Client's event-loop thread: hand over and wake the main thread; never block.
+        {
+          std::lock_guard lock(pending->mu);
+          pending->result.emplace(std::move(r));
+        }
+        pending->done.notify('a');
+      },
+      stop.get_token());
+
+  StatusLine status(ctx, m);
+  int first_status_ms = 300;  // a lock taken at once never shows a status line
+  for (;;) {
+    bool sig_ready = false, done_ready = false;
+    const int timeout = status.enabled() && out.signal == 0 ? first_status_ms : -1;
+    wait_readable(signals.fd(), pending->done.fd(), timeout, sig_ready, done_ready);
+    if (sig_ready) {
+      while (int s = signals.take()) {
+        if ((s == SIGINT || s == SIGTERM || s == SIGHUP) && out.signal == 0) {
+          out.signal = s;
+          stop.request_stop();  // the acquire ends with errc::cancelled (or, racing, a lease)
+        }
+      }
+    }
+    if (done_ready) {
+      pending->done.drain();
+      std::lock_guard lock(pending->mu);
+      if (pending->result) break;
+    }
+    if (!sig_ready && !done_ready) {
+      status.update(started);
+      first_status_ms = 1000;
+    }
+  }
+  status.clear();
+  out.waited = milliseconds(ms_since(started));
+  dlock::Result<dlock::Lease> r = std::move(*pending->result);
+  if (r.ok()) {
+    if (out.signal != 0) {
+      (void)r->release();  // taken just as the signal came: give it back before leaving
+      return out;
+    }
+    out.lease.emplace(std::move(*r));
+  } else {
+    out.error = r.error();
+    if (out.signal != 0) settle_cancelled_attempt(ctx.client());
+  }
+  return out;
+}
+
+}  // namespace dlock::cli

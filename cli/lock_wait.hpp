@@ -1,0 +1,33 @@
+// lock_wait.hpp — waiting for a Mutex the way the CLI does: interruptible by SIGINT, SIGTERM
+// and SIGHUP (the wait is cancelled through a std::stop_token and no lock is left behind),
+// with a status line on a terminal (or with -v) saying who holds the lock and for how long.
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string>
+
+#include "context.hpp"
+#include "dlock/lease.hpp"
+#include "dlock/mutex.hpp"
+#include "signals.hpp"
+
+namespace dlock::cli {
+
+struct WaitOutcome {
+  std::optional<dlock::Lease> lease;  // acquired
+  dlock::Error error;                 // not acquired (busy, timeout, connection...)
+  int signal = 0;                     // interrupted by this signal; nothing is held
+  std::chrono::milliseconds waited{0};
+};
+
+// Acquires `m`, waiting up to `wait` (nullopt: forever; zero: one attempt). `signals` must
+// carry SIGINT, SIGTERM and SIGHUP; other signals read from it are ignored.
+WaitOutcome wait_for_lock(Context& ctx, dlock::Mutex& m, std::optional<std::chrono::milliseconds> wait,
+                          SignalFd& signals);
+
+// The options shared by run and acquire: --wait DUR / --no-wait ("--wait 0" == --no-wait).
+// nullopt: wait forever.
+std::optional<std::chrono::milliseconds> wait_option(const ParsedArgs& a);
+
+}  // namespace dlock::cli

@@ -1,0 +1,47 @@
+#include "lua_scripts.hpp"
+
+namespace dlock::cli::lua {
+
+// Compare-and-pexpire, as the library's mutex_renew.lua, but telling a key of another type
+// apart. Never re-creates a missing key.
+const char* const extend = R"lua(
+local kind = redis.call('TYPE', KEYS[1])['ok']
+if kind == 'none' then return 0 end
+if kind ~= 'string' then return {-1, kind} end
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return 1
+end
+return 0
+)lua";
+
+// Compare-and-delete, then the release marker and the notification, as the library's
+// mutex_release.lua (pcall on PUBLISH: a user without channel rights still releases).
+const char* const release = R"lua(
+local kind = redis.call('TYPE', KEYS[1])['ok']
+if kind ~= 'none' and kind ~= 'string' then return {-1, kind} end
+if kind == 'string' and redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('DEL', KEYS[1])
+  redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[3])
+  redis.pcall('PUBLISH', ARGV[2], 'released')
+  return 1
+end
+if redis.pcall('GET', KEYS[2]) == ARGV[1] then return 2 end
+return 0
+)lua";
+
+// dlock unlock --force: remove whoever holds the lock and announce the revocation, in one
+// atomic step. Waiters wake at once; a holder learns it at its next renewal (its renewal
+// compares tokens). The release marker is NOT set: the old holder's own release must report
+// that the lock was no longer its own.
+const char* const force_unlock = R"lua(
+local kind = redis.call('TYPE', KEYS[1])['ok']
+if kind == 'none' then return {0, false} end
+if kind ~= 'string' then return {-1, kind} end
+local holder = redis.call('GET', KEYS[1])
+redis.call('DEL', KEYS[1])
+redis.pcall('PUBLISH', ARGV[1], 'revoked')
+return {1, holder}
+)lua";
+
+}  // namespace dlock::cli::lua

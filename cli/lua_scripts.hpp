@@ -1,0 +1,23 @@
+// lua_scripts.hpp — the CLI's own Lua scripts, sent with EVAL through Client::command. They
+// follow the Mutex's Redis layout (dlock/mutex.hpp) exactly:
+//   P{N}        the holder's owner token, with a PX TTL
+//   P{N}:rel    the last releaser's owner token, for 30 s
+//   P{N}:ch     channel: "released" after a release, "revoked" after a forced unlock
+#pragma once
+
+namespace dlock::cli::lua {
+
+// KEYS[1] P{N}; ARGV[1] owner; ARGV[2] ttl ms.
+// Reply: 1 extended; 0 not held by this owner; {-1, type} the key holds another type.
+extern const char* const extend;
+
+// KEYS[1] P{N}, KEYS[2] P{N}:rel; ARGV[1] owner, ARGV[2] the channel P{N}:ch, ARGV[3] marker ttl ms.
+// Reply: 1 released; 2 already released by this owner; 0 not held by this owner;
+//        {-1, type} the key holds another type.
+extern const char* const release;
+
+// KEYS[1] P{N}; ARGV[1] the channel P{N}:ch.
+// Reply: {1, old owner} removed; {0, nil} not held; {-1, type} the key holds another type.
+extern const char* const force_unlock;
+
+}  // namespace dlock::cli::lua

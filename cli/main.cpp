@@ -1,0 +1,104 @@
+// dlock — the command-line tool: run a command under a distributed lock, take and release
+// locks from shell scripts, inspect them, find leaks, force a release, check the server.
+#include <cstdio>
+#include <exception>
+#include <string>
+#include <vector>
+
+#include "child_process.hpp"
+#include "commands.hpp"
+#include "help.hpp"
+
+#ifndef DLOCK_CLI_VERSION
+#define DLOCK_CLI_VERSION "unknown"
+#endif
+
+namespace {
+
+using namespace dlock::cli;
+
+struct CommandEntry {
+  const char* name;
+  int (*fn)(Context&, const Args&);
+};
+
+constexpr CommandEntry kCommands[] = {
+    {"run", cmd_run},         {"acquire", cmd_acquire}, {"extend", cmd_extend},
+    {"release", cmd_release}, {"status", cmd_status},   {"list", cmd_list},
+    {"leaks", cmd_leaks},     {"unlock", cmd_unlock},   {"doctor", cmd_doctor},
+};
+
+void print_version(const Context& ctx) {
+  if (ctx.json()) {
+    Json j = ctx.begin_json();
+    j.field("version", DLOCK_CLI_VERSION);
+    ctx.print_json(j);
+  } else {
+    std::printf("dlock %s\n", DLOCK_CLI_VERSION);
+  }
+}
+
+int run_cli(Context& ctx, const std::vector<std::string>& argv) {
+  // Global options come before the command word (and are also accepted after it).
+  std::size_t i = 0;
+  std::vector<std::string> before;
+  while (i < argv.size() && argv[i].size() > 1 && argv[i][0] == '-' && argv[i] != "--") {
+    before.push_back(argv[i]);
+    const bool takes_value = argv[i] == "--redis" || argv[i] == "--prefix";
+    if (takes_value && i + 1 < argv.size()) before.push_back(argv[++i]);
+    ++i;
+  }
+  auto specs = global_option_specs();
+  specs.push_back({"--version", 0, false});
+  ParsedArgs globals = parse_args(before, specs, "");
+  apply_globals(globals, ctx.globals());
+  if (globals.has("--version")) {
+    print_version(ctx);
+    return exit_code::ok;
+  }
+  if (globals.has("--help")) {
+    std::fputs(main_help().c_str(), stdout);
+    return exit_code::ok;
+  }
+  if (i >= argv.size()) throw UsageError("no command given");
+  const std::string command = argv[i];
+  std::vector<std::string> rest(argv.begin() + static_cast<std::ptrdiff_t>(i) + 1, argv.end());
+  if (command == "help") {
+    std::fputs((rest.empty() ? main_help() : command_help(rest[0])).c_str(), stdout);
+    return exit_code::ok;
+  }
+  if (command == "version") {
+    print_version(ctx);
+    return exit_code::ok;
+  }
+  for (const auto& c : kCommands) {
+    if (command == c.name) {
+      ctx.set_command(command);
+      return c.fn(ctx, rest);
+    }
+  }
+  throw UsageError("unknown command '" + command + "'");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  record_inherited_fds();
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  Context ctx(default_globals());
+  try {
+    return run_cli(ctx, args);
+  } catch (const ExitNow& e) {
+    return e.code;
+  } catch (const UsageError& e) {
+    // --json anywhere before "--": the usage error is reported as JSON too.
+    for (const auto& a : args) {
+      if (a == "--") break;
+      if (a == "--json") ctx.globals().json = true;
+    }
+    const std::string hint = ctx.command().empty() ? "dlock --help" : "dlock " + ctx.command() + " --help";
+    return ctx.fail(exit_code::usage, "usage", std::string(e.what()) + " (see '" + hint + "')");
+  } catch (const std::exception& e) {
+    return ctx.fail(exit_code::server_error, "internal", std::string("unexpected error: ") + e.what());
+  }
+}

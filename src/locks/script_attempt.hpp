@@ -1,0 +1,39 @@
+// One try at a lock through its acquire script: the part every lock kind shares.
+//
+// Every kind's acquire script follows one convention, so one piece of code turns its reply into
+// an Attempt (and, on success, a LeaseRecord the watchdog keeps alive):
+//   ARGV  = {owner, ttl_ms, extra_args...}
+//   reply = {1, token}   acquired; token is the fencing token of the hold
+//           {0, pttl}    held by someone else; pttl is when it may free up (-1: unknown)
+//           {-1, type}   the key holds a value of another type
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "locks/acquire_op.hpp"
+#include "renewal/lease_record.hpp"
+
+namespace dlock::detail {
+
+struct ScriptAttemptSpec {
+  std::string name;  // the lock's name, for messages and the Lease
+  std::string kind;  // "Mutex", "ReentrantMutex"...: for the wrong-type message
+  const Script* acquire = nullptr;
+  std::vector<std::string> keys;
+  std::vector<std::string> extra_args;
+  HoldScripts hold;  // how the hold is renewed and released
+  LeaseOptions lease;
+  // The owner identity of the attempt. Empty: a fresh random token per attempt.
+  std::function<std::string()> owner;
+  // When the reply is lost (timeout, dropped connection) the hold may exist anyway: release it
+  // with the hold's release script so it does not sit out its TTL. Off for kinds where that
+  // release could undo an earlier hold of the same owner (reentrant re-takes).
+  bool release_on_unknown_outcome = true;
+};
+
+AttemptFn script_attempt(std::shared_ptr<ClientCore> core, std::shared_ptr<const ScriptAttemptSpec> spec);
+
+}  // namespace dlock::detail

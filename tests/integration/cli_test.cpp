@@ -1,0 +1,914 @@
+// Integration tests of the `dlock` command-line tool (cli/) against real redis-server processes.
+//
+// The binary is found next to this test executable's build tree (<exe dir>/../cli/dlock), else
+// through $DLOCK_CLI. Every test starts its own server, runs the binary with run_command() (or in
+// the background, to signal it), and checks Redis behind its back with a plain hiredis connection.
+
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "support/process.hpp"
+#include "support/raw_connection.hpp"
+#include "support/redis_server.hpp"
+
+extern char** environ;
+
+namespace {
+
+using namespace std::chrono_literals;
+using dlock::test::ChildProcess;
+using dlock::test::CommandResult;
+using dlock::test::RawConnection;
+using dlock::test::RedisServer;
+using dlock::test::RedisServerOptions;
+using SteadyClock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+using Env = std::vector<std::pair<std::string, std::string>>;
+
+// ------------------------------------------------------------------------------ helpers
+
+std::string cli_binary() {
+  char buf[PATH_MAX] = {};
+  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n > 0) {
+    const std::filesystem::path exe(std::string(buf, static_cast<std::size_t>(n)));
+    const std::filesystem::path candidate = exe.parent_path() / ".." / "cli" / "dlock";
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate.lexically_normal().string();
+  }
+  const char* env = std::getenv("DLOCK_CLI");
+  if (env != nullptr && ::access(env, X_OK) == 0) return env;
+  return {};
+}
+
+milliseconds ms_since(SteadyClock::time_point t0) {
+  return std::chrono::duration_cast<milliseconds>(SteadyClock::now() - t0);
+}
+
+template <class Pred>
+bool eventually(Pred pred, milliseconds timeout, milliseconds step = 5ms) {
+  const auto deadline = SteadyClock::now() + timeout;
+  while (true) {
+    if (pred()) return true;
+    if (SteadyClock::now() >= deadline) return false;
+    std::this_thread::sleep_for(step);
+  }
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+bool file_exists(const std::string& path) { return ::access(path.c_str(), F_OK) == 0; }
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) out.push_back(line);
+  return out;
+}
+
+std::string last_line(const std::string& text) {
+  auto lines = lines_of(text);
+  return lines.empty() ? std::string() : lines.back();
+}
+
+// "KEY=value" from `dlock acquire`'s output (the value possibly single-quoted).
+std::string shell_var(const std::string& out, const std::string& name) {
+  for (const auto& line : lines_of(out)) {
+    if (line.rfind(name + "=", 0) != 0) continue;
+    std::string v = line.substr(name.size() + 1);
+    if (v.size() >= 2 && v.front() == '\'' && v.back() == '\'') v = v.substr(1, v.size() - 2);
+    return v;
+  }
+  return {};
+}
+
+const std::regex kOwnerToken("^[0-9a-f]{32}@[^:]+:([0-9]+):[0-9]+$");
+
+// ---------------------------------------------------------- a minimal JSON parser (validator)
+
+struct JsonValue {
+  enum class Type { null, boolean, number, string, array, object };
+  Type type = Type::null;
+  bool boolean = false;
+  std::string text;  // string value, or the number as written
+  std::vector<JsonValue> items;
+  std::vector<std::pair<std::string, JsonValue>> members;
+
+  const JsonValue* find(const std::string& key) const {
+    for (const auto& [k, v] : members) {
+      if (k == key) return &v;
+    }
+    return nullptr;
+  }
+  const JsonValue& operator[](const std::string& key) const {
+    static const JsonValue missing;
+    const JsonValue* v = find(key);
+    return v != nullptr ? *v : missing;
+  }
+  bool is_null() const { return type == Type::null; }
+  long long integer() const { return type == Type::number ? std::stoll(text) : -999999; }
+  const std::string& str() const { return text; }
+};
+
+class JsonParser {
+ public:
+  // The one JSON value `s` holds (surrounding whitespace allowed), or nullopt.
+  static std::optional<JsonValue> parse(const std::string& s) {
+    JsonParser p(s);
+    JsonValue v;
+    p.ws();
+    if (!p.value(v, 0)) return std::nullopt;
+    p.ws();
+    if (p.i_ != s.size()) return std::nullopt;
+    return v;
+  }
+
+ private:
+  explicit JsonParser(const std::string& s) : s_(s) {}
+  void ws() {
+    while (i_ < s_.size() && (s_[i_] == ' ' || s_[i_] == '\t' || s_[i_] == '\n' || s_[i_] == '\r')) ++i_;
+  }
+  bool lit(const char* w) {
+    const std::string word(w);
+    if (s_.compare(i_, word.size(), word) != 0) return false;
+    i_ += word.size();
+    return true;
+  }
+  bool value(JsonValue& v, int depth) {
+    if (depth > 64 || i_ >= s_.size()) return false;
+    const char c = s_[i_];
+    if (c == '{') return object(v, depth);
+    if (c == '[') return array(v, depth);
+    if (c == '"') {
+      v.type = JsonValue::Type::string;
+      return string(v.text);
+    }
+    if (c == 't' || c == 'f') {
+      v.type = JsonValue::Type::boolean;
+      v.boolean = c == 't';
+      return lit(c == 't' ? "true" : "false");
+    }
+    if (c == 'n') return lit("null");
+    return number(v);
+  }
+  bool number(JsonValue& v) {
+    static const std::regex re("^-?(0|[1-9][0-9]*)(\\.[0-9]+)?([eE][+-]?[0-9]+)?");
+    std::smatch m;
+    const std::string rest = s_.substr(i_, 64);
+    if (!std::regex_search(rest, m, re) || m.length(0) == 0) return false;
+    v.type = JsonValue::Type::number;
+    v.text = m.str(0);
+    i_ += static_cast<std::size_t>(m.length(0));
+    return true;
+  }
+  bool string(std::string& out) {
+    ++i_;  // "
+    while (i_ < s_.size()) {
+      const auto c = static_cast<unsigned char>(s_[i_++]);
+      if (c == '"') return true;
+      if (c < 0x20) return false;
+      if (c != '\\') {
+        out.push_back(static_cast<char>(c));
+        continue;
+      }
+      if (i_ >= s_.size()) return false;
+      const char e = s_[i_++];
+      switch (e) {
+        case '"': out.push_back('"'); break;
+        case '\\': out.push_back('\\'); break;
+        case '/': out.push_back('/'); break;
+        case 'b': out.push_back('\b'); break;
+        case 'f': out.push_back('\f'); break;
+        case 'n': out.push_back('\n'); break;
+        case 'r': out.push_back('\r'); break;
+        case 't': out.push_back('\t'); break;
+        case 'u': {
+          if (i_ + 4 > s_.size()) return false;
+          for (int k = 0; k < 4; ++k) {
+            if (!std::isxdigit(static_cast<unsigned char>(s_[i_ + k]))) return false;
+          }
+          const unsigned cp = static_cast<unsigned>(std::stoul(s_.substr(i_, 4), nullptr, 16));
+          i_ += 4;
+          out.push_back(cp < 0x80 ? static_cast<char>(cp) : '?');  // enough for these tests
+          break;
+        }
+        default: return false;
+      }
+    }
+    return false;
+  }
+  bool array(JsonValue& v, int depth) {
+    v.type = JsonValue::Type::array;
+    ++i_;
+    ws();
+    if (i_ < s_.size() && s_[i_] == ']') return ++i_, true;
+    for (;;) {
+      JsonValue item;
+      ws();
+      if (!value(item, depth + 1)) return false;
+      v.items.push_back(std::move(item));
+      ws();
+      if (i_ >= s_.size()) return false;
+      if (s_[i_] == ',') {
+        ++i_;
+        continue;
+      }
+      if (s_[i_] == ']') return ++i_, true;
+      return false;
+    }
+  }
+  bool object(JsonValue& v, int depth) {
+    v.type = JsonValue::Type::object;
+    ++i_;
+    ws();
+    if (i_ < s_.size() && s_[i_] == '}') return ++i_, true;
+    for (;;) {
+      ws();
+      std::string key;
+      if (i_ >= s_.size() || s_[i_] != '"' || !string(key)) return false;
+      ws();
+      if (i_ >= s_.size() || s_[i_] != ':') return false;
+      ++i_;
+      ws();
+      JsonValue member;
+      if (!value(member, depth + 1)) return false;
+      v.members.emplace_back(std::move(key), std::move(member));
+      ws();
+      if (i_ >= s_.size()) return false;
+      if (s_[i_] == ',') {
+        ++i_;
+        continue;
+      }
+      if (s_[i_] == '}') return ++i_, true;
+      return false;
+    }
+  }
+
+  const std::string& s_;
+  std::size_t i_ = 0;
+};
+
+// Parses `text` as exactly one JSON object, failing the test when it does not parse.
+JsonValue parse_json(const std::string& text, const std::string& what) {
+  auto v = JsonParser::parse(text);
+  EXPECT_TRUE(v.has_value()) << what << ": output is not valid JSON:\n" << text;
+  if (!v) return {};
+  EXPECT_EQ(v->type, JsonValue::Type::object) << what << ": not a JSON object:\n" << text;
+  return *v;
+}
+
+// ------------------------------------------------------------------------------ fixture
+
+// Runs the CLI in the background (to signal it), its output going to files.
+class BackgroundCli {
+ public:
+  BackgroundCli(const std::vector<std::string>& argv, const Env& env, const std::string& out, const std::string& err)
+      : out_(out), err_(err) {
+    auto prep = std::make_shared<Prepared>();
+    prep->argv = argv;
+    for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+      const std::string entry(*e);
+      const std::string name = entry.substr(0, entry.find('='));
+      bool overridden = false;
+      for (const auto& [k, v] : env) overridden = overridden || k == name;
+      if (!overridden) prep->env.push_back(entry);
+    }
+    for (const auto& [k, v] : env) prep->env.push_back(k + "=" + v);
+    for (auto& a : prep->argv) prep->cargv.push_back(a.data());
+    prep->cargv.push_back(nullptr);
+    for (auto& e : prep->env) prep->cenv.push_back(e.data());
+    prep->cenv.push_back(nullptr);
+    child_ = std::make_unique<ChildProcess>([prep, out, err]() -> int {
+      dlock::test::detail::reset_signals();
+      const int in_fd = ::open("/dev/null", O_RDONLY);
+      const int out_fd = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+      const int err_fd = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+      if (in_fd < 0 || out_fd < 0 || err_fd < 0) return 125;
+      ::dup2(in_fd, STDIN_FILENO);
+      ::dup2(out_fd, STDOUT_FILENO);
+      ::dup2(err_fd, STDERR_FILENO);
+      dlock::test::detail::close_fds_from(3);
+      ::execve(prep->cargv[0], prep->cargv.data(), prep->cenv.data());
+      return 127;
+    });
+  }
+
+  ChildProcess& process() { return *child_; }
+  std::string out() const { return read_file(out_); }
+  std::string err() const { return read_file(err_); }
+
+ private:
+  struct Prepared {
+    std::vector<std::string> argv, env;
+    std::vector<char*> cargv, cenv;
+  };
+  std::string out_, err_;
+  std::unique_ptr<ChildProcess> child_;
+};
+
+class CliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    binary_ = cli_binary();
+    if (binary_.empty()) GTEST_SKIP() << "the dlock CLI is not built (no <build>/cli/dlock, no $DLOCK_CLI)";
+    char tmpl[] = "/tmp/dlock-cli-test-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    server.emplace(server_options());
+    raw.emplace(*server);
+  }
+  void TearDown() override {
+    background_.clear();
+    raw.reset();
+    server.reset();
+    if (!dir_.empty()) {
+      std::error_code ignored;
+      std::filesystem::remove_all(dir_, ignored);
+    }
+  }
+  virtual RedisServerOptions server_options() { return {}; }
+
+  // The environment every run gets: nothing inherited from the caller's DLOCK_* variables.
+  Env env_with(const Env& extra) const {
+    Env env = {{"DLOCK_REDIS_URL", ""}, {"DLOCK_PREFIX", ""}, {"DLOCK_OWNER", ""},
+               {"DLOCK_REDIS_PASSWORD", ""}, {"DLOCK_REDIS_USER", ""}};
+    for (const auto& [k, v] : extra) {
+      bool replaced = false;
+      for (auto& [ek, ev] : env) {
+        if (ek == k) {
+          ev = v;
+          replaced = true;
+        }
+      }
+      if (!replaced) env.emplace_back(k, v);
+    }
+    return env;
+  }
+
+  std::vector<std::string> argv_for(const std::vector<std::string>& args, bool with_url = true) const {
+    std::vector<std::string> argv{binary_};
+    if (with_url) {
+      argv.push_back("--redis");
+      argv.push_back(server->url());
+    }
+    argv.insert(argv.end(), args.begin(), args.end());
+    return argv;
+  }
+
+  // Runs `dlock --redis <server> args...` and waits for it.
+  CommandResult dlock(const std::vector<std::string>& args, const Env& env = {}, bool with_url = true) {
+    return dlock::test::run_command(argv_for(args, with_url), env_with(env), 30s);
+  }
+
+  BackgroundCli& background(const std::vector<std::string>& args, const Env& env = {}) {
+    const std::string n = std::to_string(background_.size());
+    background_.push_back(std::make_unique<BackgroundCli>(argv_for(args), env_with(env), path("bg" + n + ".out"),
+                                                          path("bg" + n + ".err")));
+    return *background_.back();
+  }
+
+  std::string path(const std::string& file) const { return dir_ + "/" + file; }
+  static std::string key(const std::string& name) { return "dlock:{" + name + "}"; }
+  static std::string foreign_token() { return "0123456789abcdef0123456789abcdef@otherhost:4242:1700000000000"; }
+  void hold_foreign(const std::string& name, int ttl_ms = 30000) {
+    ASSERT_EQ(raw->cmd({"SET", key(name), foreign_token(), "PX", std::to_string(ttl_ms)}), "OK");
+  }
+  long long subscribers(const std::string& name) {
+    auto r = raw->cmd_array({"PUBSUB", "NUMSUB", key(name) + ":ch"});
+    return r.size() == 2 ? std::stoll(r[1]) : -1;
+  }
+  static std::string describe(const CommandResult& r) {
+    return "exit " + std::to_string(r.exit_code) + "\n--- stdout ---\n" + r.out + "\n--- stderr ---\n" + r.err;
+  }
+
+  std::optional<RedisServer> server;
+  std::optional<RawConnection> raw;
+
+ private:
+  std::string binary_;
+  std::string dir_;
+  std::vector<std::unique_ptr<BackgroundCli>> background_;
+};
+
+// ------------------------------------------------------------------ usage and exit codes
+
+TEST_F(CliTest, UsageErrorsExit64) {
+  const std::vector<std::vector<std::string>> bad = {
+      {},
+      {"frobnicate"},
+      {"run"},
+      {"run", "x"},
+      {"run", "x", "--wait", "5x", "--", "true"},
+      {"run", "x", "--ttl", "-3s", "--", "true"},
+      {"run", "x", "--grace", "40s", "--", "true"},             // grace not shorter than the 30s TTL
+      {"run", "x", "--ttl", "2s", "--grace", "2s", "--", "true"},
+      {"run", "x", "--lost-exit-code", "300", "--", "true"},
+      {"run", "a{b}", "--", "true"},
+      {"acquire", "x"},                                           // --ttl is required
+      {"acquire", "x", "--ttl", "1.5s"},
+      {"release", "x"},                                           // no OWNER, no DLOCK_OWNER
+      {"unlock", "x"},                                            // --force is required
+      {"status"},
+      {"status", "--bogus", "x"},
+      {"list", "a", "b"},
+  };
+  for (const auto& args : bad) {
+    auto r = dlock(args);
+    std::string joined;
+    for (const auto& a : args) joined += a + " ";
+    EXPECT_EQ(r.exit_code, 64) << "dlock " << joined << "\n" << describe(r);
+    EXPECT_FALSE(r.err.empty()) << "dlock " << joined << " said nothing";
+  }
+  auto bad_url = dlock({"--redis", "http://nope", "status", "x"}, {}, /*with_url=*/false);
+  EXPECT_EQ(bad_url.exit_code, 64) << describe(bad_url);
+}
+
+TEST_F(CliTest, HelpAndVersion) {
+  auto help = dlock({"--help"});
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_NE(help.out.find("Exit codes"), std::string::npos) << help.out;
+  EXPECT_NE(help.out.find("75"), std::string::npos);
+  for (const char* cmd : {"run", "acquire", "extend", "release", "status", "list", "leaks", "unlock", "doctor"}) {
+    auto r = dlock({cmd, "--help"});
+    EXPECT_EQ(r.exit_code, 0) << cmd;
+    EXPECT_NE(r.out.find(std::string("dlock ") + cmd), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("Exit codes"), std::string::npos) << cmd;
+  }
+  auto version = dlock({"--version"});
+  EXPECT_EQ(version.exit_code, 0);
+  EXPECT_EQ(version.out.rfind("dlock ", 0), 0u) << version.out;
+}
+
+TEST_F(CliTest, WrongTypeKeyExits65) {
+  raw->cmd({"HSET", key("h"), "field", "value"});
+  EXPECT_EQ(dlock({"run", "h", "--no-wait", "--", "true"}).exit_code, 65);
+  EXPECT_EQ(dlock({"acquire", "h", "--ttl", "1s", "--no-wait"}).exit_code, 65);
+  EXPECT_EQ(dlock({"release", "h", foreign_token()}).exit_code, 65);
+  EXPECT_EQ(dlock({"extend", "h", foreign_token(), "--ttl", "5s"}).exit_code, 65);
+  EXPECT_EQ(dlock({"unlock", "--force", "h"}).exit_code, 65);
+  EXPECT_EQ(raw->cmd({"HGET", key("h"), "field"}), "value") << "a command touched a key of another type";
+  auto status = dlock({"--json", "status", "h"});
+  EXPECT_EQ(status.exit_code, 0) << describe(status);
+  EXPECT_EQ(parse_json(status.out, "status")["kind"].str(), "hash");
+}
+
+TEST_F(CliTest, UnreachableServerExits69) {
+  server->kill();
+  EXPECT_EQ(dlock({"status", "x"}).exit_code, 69);
+  EXPECT_EQ(dlock({"run", "x", "--", "true"}).exit_code, 69);
+  EXPECT_EQ(dlock({"acquire", "x", "--ttl", "5s"}).exit_code, 69);
+  EXPECT_EQ(dlock({"list"}).exit_code, 69);
+  auto json = dlock({"--json", "doctor"});
+  EXPECT_EQ(json.exit_code, 69);
+  EXPECT_EQ(parse_json(json.out, "doctor unreachable")["error"].str(), "connection");
+}
+
+TEST_F(CliTest, BusyLockExits75) {
+  hold_foreign("busy");
+  auto no_wait = dlock({"run", "busy", "--no-wait", "--", "true"});
+  EXPECT_EQ(no_wait.exit_code, 75) << describe(no_wait);
+  EXPECT_EQ(dlock({"run", "busy", "--wait", "0", "--", "true"}).exit_code, 75);
+  EXPECT_EQ(dlock({"run", "busy", "--no-wait", "--conflict-exit-code", "9", "--", "true"}).exit_code, 9);
+  EXPECT_EQ(dlock({"acquire", "busy", "--ttl", "5s", "--no-wait"}).exit_code, 75);
+
+  const auto t0 = SteadyClock::now();
+  auto timed = dlock({"run", "busy", "--wait", "300ms", "--", "true"});
+  const auto took = ms_since(t0);
+  EXPECT_EQ(timed.exit_code, 75) << describe(timed);
+  EXPECT_GE(took, 290ms);
+  EXPECT_LT(took, 3000ms);
+  EXPECT_EQ(raw->cmd({"GET", key("busy")}), foreign_token());
+}
+
+TEST_F(CliTest, UnexpectedServerErrorExits76) {
+  raw->cmd({"CONFIG", "SET", "maxmemory", "1"});  // every write is refused with OOM
+  auto r = dlock({"acquire", "oom", "--ttl", "5s"});
+  raw->cmd({"CONFIG", "SET", "maxmemory", "0"});
+  EXPECT_EQ(r.exit_code, 76) << describe(r);
+}
+
+TEST_F(CliTest, ReleaseByNonOwnerExits77) {
+  auto acquired = dlock({"acquire", "mine", "--ttl", "30s"});
+  ASSERT_EQ(acquired.exit_code, 0) << describe(acquired);
+  const std::string owner = shell_var(acquired.out, "DLOCK_OWNER");
+  EXPECT_EQ(dlock({"release", "mine", foreign_token()}).exit_code, 77);
+  EXPECT_EQ(dlock({"release", "mine"}, {{"DLOCK_OWNER", foreign_token()}}).exit_code, 77);
+  EXPECT_EQ(dlock({"extend", "mine", foreign_token(), "--ttl", "60s"}).exit_code, 77);
+  EXPECT_EQ(dlock({"release", "free", owner}).exit_code, 77) << "a lock that is not held";
+  EXPECT_EQ(raw->cmd({"GET", key("mine")}), owner) << "a non-owner's release removed the lock";
+}
+
+class CliAuthTest : public CliTest {
+ protected:
+  RedisServerOptions server_options() override {
+    RedisServerOptions o;
+    o.extra_args = {"--requirepass", "s3cret"};
+    return o;
+  }
+};
+
+TEST_F(CliAuthTest, RefusedAuthenticationExits78) {
+  EXPECT_EQ(dlock({"status", "x"}).exit_code, 78) << "no password";
+  auto wrong = dlock({"status", "x"}, {{"DLOCK_REDIS_PASSWORD", "wrong"}});
+  EXPECT_EQ(wrong.exit_code, 78) << describe(wrong);
+  EXPECT_EQ(dlock({"run", "x", "--", "true"}, {{"DLOCK_REDIS_PASSWORD", "wrong"}}).exit_code, 78);
+  auto right = dlock({"run", "x", "--", "true"}, {{"DLOCK_REDIS_PASSWORD", "s3cret"}});
+  EXPECT_EQ(right.exit_code, 0) << describe(right);
+}
+
+TEST_F(CliTest, CommandThatCannotRunExits126Or127) {
+  EXPECT_EQ(dlock({"run", "x", "--", "/nonexistent/program"}).exit_code, 127);
+  EXPECT_EQ(dlock({"run", "x", "--", "no-such-command-dlock-test"}).exit_code, 127);
+  auto not_exec = dlock({"run", "x", "--", "/etc/hostname"});
+  EXPECT_EQ(not_exec.exit_code, 126) << describe(not_exec);
+  EXPECT_EQ(raw->cmd_int({"EXISTS", key("x")}), 0);
+}
+
+// ----------------------------------------------------------------------------------- run
+
+TEST_F(CliTest, RunGivesTheCommandItsEnvironmentAndStatus) {
+  auto r = dlock({"run", "job", "--",
+                  "sh", "-c", "printf '%s\\n%s\\n%s\\n' \"$DLOCK_NAME\" \"$DLOCK_FENCING_TOKEN\" \"$DLOCK_OWNER\"; exit 42"});
+  EXPECT_EQ(r.exit_code, 42) << describe(r);
+  auto lines = lines_of(r.out);
+  ASSERT_EQ(lines.size(), 3u) << r.out;
+  EXPECT_EQ(lines[0], "job");
+  EXPECT_EQ(lines[1], raw->cmd({"GET", key("job") + ":fence"})) << "the token is the one the counter issued";
+  EXPECT_TRUE(std::regex_match(lines[2], kOwnerToken)) << lines[2];
+  EXPECT_EQ(raw->cmd_int({"EXISTS", key("job")}), 0) << "released when the command exited";
+  EXPECT_EQ(raw->cmd({"GET", key("job") + ":rel"}), lines[2]) << "released through the Mutex layout";
+
+  auto next = dlock({"run", "job", "--", "sh", "-c", "echo $DLOCK_FENCING_TOKEN"});
+  EXPECT_GT(std::stoull(next.out), std::stoull(lines[1])) << "fencing tokens increase";
+
+  EXPECT_EQ(dlock({"run", "job", "--", "sh", "-c", "kill -9 $$"}).exit_code, 137) << "128+signal";
+  EXPECT_EQ(dlock({"run", "job", "true"}).exit_code, 0) << "the command without --";
+}
+
+TEST_F(CliTest, RunStopsTheCommandWhenTheKeyIsDeleted) {
+  auto& bg = background({"run", "victim", "--ttl", "2s", "--grace", "500ms", "--",
+                         "sh", "-c", "echo $$ > " + path("pid") + "; trap 'exit 9' TERM; while :; do sleep 0.05; done"});
+  ASSERT_TRUE(eventually([&] { return !read_file(path("pid")).empty(); }, 5s)) << bg.err();
+  const pid_t pid = std::stoi(read_file(path("pid")));
+  raw->cmd({"DEL", key("victim")});
+  const auto t0 = SteadyClock::now();
+  auto code = bg.process().wait_for(5s);
+  ASSERT_TRUE(code.has_value()) << "dlock run did not stop after its key was deleted\n" << bg.err();
+  EXPECT_EQ(*code, 70) << bg.err();
+  EXPECT_LT(ms_since(t0), 2000ms) << "noticed at the next renewal (every ~640 ms here)";
+  EXPECT_EQ(::kill(pid, 0), -1) << "the command is still running";
+  EXPECT_NE(bg.err().find("taken away"), std::string::npos) << bg.err();
+}
+
+TEST_F(CliTest, RunKillsACommandIgnoringSigtermWhenTheKeyIsReplaced) {
+  auto& bg = background({"--json", "run", "victim", "--ttl", "2s", "--grace", "300ms", "--lost-exit-code", "33", "--",
+                         "sh", "-c", "trap '' TERM; echo $$ > " + path("pid") + "; while :; do sleep 0.05; done"});
+  ASSERT_TRUE(eventually([&] { return !read_file(path("pid")).empty(); }, 5s)) << bg.err();
+  const pid_t pid = std::stoi(read_file(path("pid")));
+  raw->cmd({"SET", key("victim"), foreign_token(), "PX", "30000"});
+  auto code = bg.process().wait_for(5s);
+  ASSERT_TRUE(code.has_value()) << bg.err();
+  EXPECT_EQ(*code, 33) << bg.err();
+  EXPECT_EQ(::kill(pid, 0), -1) << "SIGKILL after the grace";
+  auto outcome = parse_json(last_line(bg.err()), "run --json outcome");
+  EXPECT_EQ(outcome["outcome"].str(), "lost");
+  EXPECT_EQ(outcome["exit_code"].integer(), 33);
+  EXPECT_EQ(raw->cmd({"GET", key("victim")}), foreign_token()) << "dlock must not touch the new holder's key";
+}
+
+TEST_F(CliTest, RunStopsTheCommandBeforeAnUnrenewableLeaseEnds) {
+  auto& bg = background({"run", "frozen", "--ttl", "2s", "--grace", "500ms", "--",
+                         "sh", "-c", "echo $$ > " + path("pid") + "; trap 'exit 9' TERM; while :; do sleep 0.05; done"});
+  ASSERT_TRUE(eventually([&] { return !read_file(path("pid")).empty(); }, 5s)) << bg.err();
+  server->pause();  // renewals get no answer from here on
+  const auto paused = SteadyClock::now();
+  auto code = bg.process().wait_for(5s);
+  const auto took = ms_since(paused);
+  server->resume();
+  ASSERT_TRUE(code.has_value()) << bg.err();
+  EXPECT_EQ(*code, 70) << bg.err();
+  EXPECT_LT(took, 2000ms) << "the command must stop before the 2s lease can end";
+  EXPECT_NE(bg.err().find("no renewal"), std::string::npos) << bg.err();
+}
+
+TEST_F(CliTest, RunForwardsSigtermToTheCommand) {
+  auto& bg = background({"run", "fwd", "--",
+                         "sh", "-c", "trap 'echo TERM > " + path("got") + "; exit 3' TERM; touch " + path("ready") +
+                                         "; while :; do sleep 0.05; done"});
+  ASSERT_TRUE(eventually([&] { return file_exists(path("ready")); }, 5s)) << bg.err();
+  bg.process().signal(SIGTERM);
+  auto code = bg.process().wait_for(5s);
+  ASSERT_TRUE(code.has_value()) << bg.err();
+  EXPECT_EQ(*code, 3) << "the command's own status passes through\n" << bg.err();
+  EXPECT_EQ(read_file(path("got")), "TERM\n");
+  EXPECT_EQ(raw->cmd_int({"EXISTS", key("fwd")}), 0);
+}
+
+TEST_F(CliTest, SigtermWhileWaitingLeavesNoLock) {
+  hold_foreign("contended");
+  auto& bg = background({"--json", "run", "contended", "--wait", "30s", "--", "touch", path("ran")});
+  ASSERT_TRUE(eventually([&] { return subscribers("contended") == 1; }, 5s)) << "the waiter never subscribed";
+  bg.process().signal(SIGTERM);
+  auto code = bg.process().wait_for(3s);
+  ASSERT_TRUE(code.has_value()) << "the wait was not abandoned";
+  EXPECT_EQ(*code, 128 + SIGTERM);
+  auto outcome = parse_json(last_line(bg.err()), "interrupted outcome");
+  EXPECT_EQ(outcome["outcome"].str(), "interrupted");
+  EXPECT_EQ(raw->cmd({"GET", key("contended")}), foreign_token());
+  EXPECT_TRUE(eventually([&] { return subscribers("contended") == 0; }, 2s));
+  raw->cmd({"DEL", key("contended")});
+  std::this_thread::sleep_for(300ms);
+  EXPECT_EQ(raw->cmd_int({"EXISTS", key("contended")}), 0) << "a lock was left behind";
+  EXPECT_FALSE(file_exists(path("ran")));
+}
+
+// A signal and a release arriving together: whichever wins, nothing stays locked.
+TEST_F(CliTest, SigtermRacingTheReleaseLeavesNoLock) {
+  for (int i = 0; i < 4; ++i) {
+    const std::string name = "race" + std::to_string(i);
+    hold_foreign(name);
+    auto& bg = background({"run", name, "--wait", "30s", "--", "sleep", "5"});
+    ASSERT_TRUE(eventually([&] { return subscribers(name) == 1; }, 5s)) << bg.err();
+    raw->cmd({"DEL", key(name)});
+    raw->cmd({"PUBLISH", key(name) + ":ch", "released"});
+    if (i % 2 == 1) std::this_thread::sleep_for(milliseconds(i));
+    bg.process().signal(SIGTERM);
+    auto code = bg.process().wait_for(5s);
+    ASSERT_TRUE(code.has_value()) << bg.err();
+    EXPECT_EQ(*code, 128 + SIGTERM) << "interrupted while waiting, or the forwarded signal ended sleep\n" << bg.err();
+    EXPECT_EQ(raw->cmd_int({"EXISTS", key(name)}), 0) << "a lock was left behind (iteration " << i << ")";
+  }
+}
+
+// If dlock dies, its command dies with it (PR_SET_PDEATHSIG): it never runs unprotected.
+TEST_F(CliTest, CommandDiesWithDlock) {
+  auto& bg = background({"run", "orphan", "--", "sh", "-c", "echo $$ > " + path("pid") + "; while :; do sleep 0.05; done"});
+  ASSERT_TRUE(eventually([&] { return !read_file(path("pid")).empty(); }, 5s)) << bg.err();
+  const std::string proc = "/proc/" + std::to_string(std::stoi(read_file(path("pid")))) + "/stat";
+  bg.process().signal(SIGKILL);
+  EXPECT_EQ(bg.process().wait_for(3s), std::optional<int>(128 + SIGKILL));
+  // Gone, or a zombie waiting for init to reap it.
+  auto dead = [&] {
+    const std::string stat = read_file(proc);
+    const auto close = stat.rfind(')');
+    return stat.empty() || (close != std::string::npos && stat.compare(close + 2, 1, "Z") == 0);
+  };
+  EXPECT_TRUE(eventually(dead, 2s)) << "the command outlived dlock";
+}
+
+// ------------------------------------------------------------------ acquire / extend / release
+
+TEST_F(CliTest, AcquireLeavesTheLockHeldAndReleaseFreesIt) {
+  auto r = dlock({"acquire", "shell", "--ttl", "30s"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  const std::string owner = shell_var(r.out, "DLOCK_OWNER");
+  const std::string token = shell_var(r.out, "DLOCK_FENCING_TOKEN");
+  EXPECT_TRUE(std::regex_match(owner, kOwnerToken)) << r.out;
+  EXPECT_EQ(token, raw->cmd({"GET", key("shell") + ":fence"}));
+  // The process has exited: the lock must still be held, with its fixed TTL.
+  EXPECT_EQ(raw->cmd({"GET", key("shell")}), owner);
+  const long long pttl = raw->cmd_int({"PTTL", key("shell")});
+  EXPECT_GT(pttl, 25000);
+  EXPECT_LE(pttl, 30000);
+  EXPECT_EQ(dlock({"run", "shell", "--no-wait", "--", "true"}).exit_code, 75);
+
+  auto released = dlock({"release", "shell", owner});
+  EXPECT_EQ(released.exit_code, 0) << describe(released);
+  EXPECT_EQ(raw->cmd_int({"EXISTS", key("shell")}), 0);
+  EXPECT_EQ(raw->cmd({"GET", key("shell") + ":rel"}), owner);
+  EXPECT_EQ(dlock({"release", "shell", owner}).exit_code, 0) << "a repeated release is harmless";
+}
+
+TEST_F(CliTest, ExtendSetsANewTtlForTheOwner) {
+  auto r = dlock({"--json", "acquire", "ext", "--ttl", "3s"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  auto j = parse_json(r.out, "acquire --json");
+  const std::string owner = j["owner"].str();
+  EXPECT_EQ(j["fencing_token"].text, raw->cmd({"GET", key("ext") + ":fence"}));
+  auto extended = dlock({"extend", "ext", "--ttl", "60s"}, {{"DLOCK_OWNER", owner}});
+  EXPECT_EQ(extended.exit_code, 0) << describe(extended);
+  EXPECT_GT(raw->cmd_int({"PTTL", key("ext")}), 50000);
+  EXPECT_EQ(dlock({"extend", "ext", "--ttl", "1s"}, {{"DLOCK_OWNER", foreign_token()}}).exit_code, 77);
+  EXPECT_EQ(dlock({"release", "ext"}, {{"DLOCK_OWNER", owner}}).exit_code, 0);
+}
+
+// ------------------------------------------------------------------ inspection and repair
+
+TEST_F(CliTest, StatusShowsHolderTtlTokenAndWaiters) {
+  auto free_status = dlock({"--json", "status", "s"});
+  EXPECT_EQ(free_status.exit_code, 0);
+  EXPECT_EQ(parse_json(free_status.out, "status free")["state"].str(), "free");
+
+  auto acquired = dlock({"acquire", "s", "--ttl", "30s"});
+  ASSERT_EQ(acquired.exit_code, 0);
+  const std::string owner = shell_var(acquired.out, "DLOCK_OWNER");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_match(owner, m, kOwnerToken));
+  auto& waiter = background({"run", "s", "--wait", "30s", "--", "true"});
+  ASSERT_TRUE(eventually([&] { return subscribers("s") == 1; }, 5s)) << waiter.err();
+
+  auto held = dlock({"--json", "status", "s"});
+  ASSERT_EQ(held.exit_code, 0) << describe(held);
+  auto j = parse_json(held.out, "status held");
+  EXPECT_EQ(j["state"].str(), "held");
+  EXPECT_EQ(j["kind"].str(), "mutex");
+  EXPECT_EQ(j["owner"].str(), owner);
+  EXPECT_EQ(j["holder"]["pid"].integer(), std::stoll(m[1].str()));
+  EXPECT_GT(j["ttl_ms"].integer(), 20000);
+  EXPECT_EQ(j["fencing_counter"].text, shell_var(acquired.out, "DLOCK_FENCING_TOKEN"));
+  EXPECT_EQ(j["waiters"].integer(), 1);
+
+  auto text = dlock({"status", "s"});
+  EXPECT_NE(text.out.find("held"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("pid " + m[1].str()), std::string::npos) << text.out;
+  waiter.process().signal(SIGTERM);
+  EXPECT_EQ(waiter.process().wait_for(3s), std::optional<int>(128 + SIGTERM));
+}
+
+TEST_F(CliTest, ListFindsThousandsOfLocks) {
+  constexpr int kLocks = 3000;
+  // Lock keys with companions (counters, markers) and unrelated keys, written server-side.
+  raw->cmd({"EVAL",
+            "for i = 1, tonumber(ARGV[1]) do\n"
+            "  local k = 'dlock:{lock' .. i .. '}'\n"
+            "  redis.call('SET', k, '0123456789abcdef0123456789abcdef@host' .. i .. ':' .. i .. ':1700000000000', 'PX', 600000)\n"
+            "  redis.call('SET', k .. ':fence', i)\n"
+            "  redis.call('SET', k .. ':rel', 'x', 'PX', 600000)\n"
+            "  redis.call('SET', 'other:' .. i, 'y')\n"
+            "end\n"
+            "return 1",
+            "0", std::to_string(kLocks)});
+  auto r = dlock({"--json", "list"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r).substr(0, 2000);
+  auto j = parse_json(r.out, "list --json");
+  EXPECT_EQ(j["count"].integer(), kLocks);
+  ASSERT_EQ(j["locks"].items.size(), static_cast<std::size_t>(kLocks));
+  std::set<std::string> names;
+  for (const auto& l : j["locks"].items) names.insert(l["name"].str());
+  EXPECT_EQ(names.size(), static_cast<std::size_t>(kLocks));
+  EXPECT_TRUE(names.count("lock1") && names.count("lock3000"));
+
+  auto text = dlock({"list"});
+  EXPECT_EQ(lines_of(text.out).size(), static_cast<std::size_t>(kLocks) + 1) << "a header and one line per lock";
+  auto subset = dlock({"--json", "list", "lock1*"});
+  EXPECT_EQ(parse_json(subset.out, "list PATTERN")["count"].integer(), 1 + 10 + 100 + 1000);
+}
+
+TEST_F(CliTest, LeaksFindsKeysWithoutExpiry) {
+  auto acquired = dlock({"acquire", "fine", "--ttl", "30s"});
+  ASSERT_EQ(acquired.exit_code, 0);
+  auto clean = dlock({"leaks"});
+  EXPECT_EQ(clean.exit_code, 0) << describe(clean);
+
+  raw->cmd({"SET", key("forever"), foreign_token()});  // no TTL
+  auto found = dlock({"leaks"});
+  EXPECT_EQ(found.exit_code, 1) << describe(found);
+  EXPECT_NE(found.out.find("forever"), std::string::npos) << found.out;
+  EXPECT_EQ(found.out.find("fine"), std::string::npos) << found.out;
+  auto j = parse_json(dlock({"--json", "leaks"}).out, "leaks --json");
+  EXPECT_EQ(j["count"].integer(), 1);
+  EXPECT_EQ(j["leaks"].items.at(0)["name"].str(), "forever");
+  EXPECT_EQ(raw->cmd({"GET", key("forever")}), foreign_token()) << "leaks reports, never deletes";
+
+  raw->cmd({"DEL", key("forever")});
+  raw->cmd({"SET", key("alien"), "not-a-token", "PX", "30000"});
+  EXPECT_EQ(dlock({"leaks"}).exit_code, 1) << "a value that is no owner token";
+  raw->cmd({"DEL", key("alien")});
+  EXPECT_EQ(dlock({"leaks"}).exit_code, 0);
+}
+
+TEST_F(CliTest, ForcedUnlockRemovesTheLockAndWakesAWaiterAtOnce) {
+  auto acquired = dlock({"acquire", "stuck", "--ttl", "60s"});
+  ASSERT_EQ(acquired.exit_code, 0);
+  const std::string owner = shell_var(acquired.out, "DLOCK_OWNER");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_match(owner, m, kOwnerToken));
+  auto& waiter = background({"run", "stuck", "--wait", "30s", "--", "sh", "-c", "echo \"$DLOCK_OWNER\" > " + path("got")});
+  ASSERT_TRUE(eventually([&] { return subscribers("stuck") == 1; }, 5s)) << waiter.err();
+
+  auto r = dlock({"unlock", "--force", "stuck"});
+  const auto unlocked = SteadyClock::now();
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_NE(r.out.find(":" + m[1].str()), std::string::npos) << "prints who held it: " << r.out;
+  ASSERT_TRUE(eventually([&] { return !read_file(path("got")).empty(); }, 5s)) << waiter.err();
+  // Without the "revoked" notification the waiter would only notice at its next recheck
+  // (500 ms +-20%): this is faster.
+  EXPECT_LT(ms_since(unlocked), 390ms);
+  EXPECT_NE(read_file(path("got")), owner + "\n");
+  EXPECT_EQ(waiter.process().wait_for(5s), std::optional<int>(0));
+
+  auto again = dlock({"--json", "unlock", "--force", "stuck"});
+  EXPECT_EQ(again.exit_code, 1) << "not held";
+  EXPECT_FALSE(parse_json(again.out, "unlock not held")["removed"].boolean);
+}
+
+TEST_F(CliTest, DoctorChecksTheServer) {
+  auto ok = dlock({"doctor"});
+  EXPECT_EQ(ok.exit_code, 0) << describe(ok);
+  auto j = parse_json(dlock({"--json", "doctor"}).out, "doctor --json");
+  EXPECT_TRUE(j["ok"].boolean);
+  EXPECT_GE(j["checks"].items.size(), 5u);
+
+  raw->cmd({"CONFIG", "SET", "maxmemory-policy", "allkeys-lru"});
+  auto evicting = dlock({"doctor"});
+  EXPECT_EQ(evicting.exit_code, 78) << describe(evicting);
+  EXPECT_NE(evicting.out.find("noeviction"), std::string::npos) << evicting.out;
+  raw->cmd({"CONFIG", "SET", "maxmemory-policy", "noeviction"});
+
+  // A user that may not touch the prefix's keys and channels.
+  raw->cmd({"ACL", "SETUSER", "narrow", "on", ">pw", "~other:*", "&other:*", "+@all"});
+  auto narrow = dlock({"--redis", "redis://narrow:pw@" + server->host() + ":" + std::to_string(server->port()),
+                       "--json", "doctor"},
+                      {}, /*with_url=*/false);
+  EXPECT_EQ(narrow.exit_code, 78) << describe(narrow);
+  EXPECT_FALSE(parse_json(narrow.out, "doctor narrow")["ok"].boolean);
+
+  // A user that may not run CONFIG, INFO or ACL: those checks cannot be made, which is no failure.
+  raw->cmd({"ACL", "SETUSER", "plain", "on", ">pw", "~*", "&*", "+@all", "-config", "-info", "-acl"});
+  auto plain = dlock({"--redis", "redis://plain:pw@" + server->host() + ":" + std::to_string(server->port()),
+                      "--json", "doctor"},
+                     {}, /*with_url=*/false);
+  EXPECT_EQ(plain.exit_code, 0) << describe(plain);
+  int cannot_check = 0;
+  for (const auto& c : parse_json(plain.out, "doctor plain")["checks"].items) {
+    cannot_check += c["status"].str() == "cannot_check";
+  }
+  EXPECT_GE(cannot_check, 4) << plain.out;
+}
+
+// Every command's --json output, success or failure, is one parseable JSON object.
+TEST_F(CliTest, EveryJsonOutputParses) {
+  auto acquired = dlock({"--json", "acquire", "j", "--ttl", "30s"});
+  const std::string owner = parse_json(acquired.out, "acquire")["owner"].str();
+  hold_foreign("j-busy");
+  raw->cmd({"SET", key("j-leak\"quote\\"), "x"});
+  const std::vector<std::vector<std::string>> commands = {
+      {"--version"},
+      {"status", "j"},
+      {"status", "free"},
+      {"list"},
+      {"list", "j*"},
+      {"leaks"},
+      {"extend", "j", owner, "--ttl", "40s"},
+      {"extend", "j", foreign_token(), "--ttl", "40s"},
+      {"release", "j", foreign_token()},
+      {"release", "j", owner},
+      {"acquire", "j-busy", "--ttl", "1s", "--no-wait"},
+      {"unlock", "--force", "j-busy"},
+      {"unlock", "--force", "j-busy"},
+      {"doctor"},
+      {"status"},
+      {"frobnicate"},
+  };
+  for (const auto& args : commands) {
+    std::vector<std::string> with_json{"--json"};
+    with_json.insert(with_json.end(), args.begin(), args.end());
+    auto r = dlock(with_json);
+    std::string joined;
+    for (const auto& a : args) joined += a + " ";
+    auto j = parse_json(r.out, "dlock --json " + joined);
+    EXPECT_EQ(lines_of(r.out).size(), 1u) << "one object on one line: " << joined;
+    if (j.find("exit_code") != nullptr) {
+      EXPECT_EQ(j["exit_code"].integer(), r.exit_code) << joined;
+    }
+  }
+  // run: the outcome object is the last line of stderr; stdout belongs to the command.
+  auto run = dlock({"--json", "run", "j", "--", "echo", "hello"});
+  EXPECT_EQ(run.exit_code, 0);
+  EXPECT_EQ(run.out, "hello\n");
+  auto outcome = parse_json(last_line(run.err), "run --json");
+  EXPECT_EQ(outcome["outcome"].str(), "completed");
+  EXPECT_EQ(outcome["status"].integer(), 0);
+  auto busy = dlock({"--json", "run", "j-busy2", "--", "true"});
+  EXPECT_EQ(busy.exit_code, 0);
+  parse_json(last_line(busy.err), "run --json (2)");
+}
+
+}  // namespace
