@@ -18,12 +18,31 @@ std::string host_name() {
   return buf.data();
 }
 
+// 128 bits from the kernel's CSPRNG, as 32 hex digits.
+std::string random_hex128() {
+  std::array<unsigned char, 16> bytes{};
+  std::size_t got = 0;
+  while (got < bytes.size()) {
+    ssize_t n = ::getrandom(bytes.data() + got, bytes.size() - got, 0);
+    if (n > 0) got += static_cast<std::size_t>(n);
+  }
+  static constexpr char hex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(32);
+  for (unsigned char b : bytes) {
+    out.push_back(hex[b >> 4]);
+    out.push_back(hex[b & 15]);
+  }
+  return out;
+}
+
 }  // namespace
 
 ClientCore::ClientCore(ServerAddress address, ClientOptions options)
     : address_(std::move(address)),
       options_(std::move(options)),
-      identity_(host_name() + ":" + std::to_string(::getpid())) {
+      identity_(host_name() + ":" + std::to_string(::getpid())),
+      client_id_(random_hex128()) {
   const unsigned n = std::max(1u, options_.connections_per_node);
   for (unsigned i = 0; i < n; ++i) {
     connections_.push_back(std::make_shared<Connection>(io_, address_, options_, this, false));
@@ -51,19 +70,7 @@ void ClientCore::start() {
 }
 
 std::string ClientCore::new_owner_token() const {
-  std::array<unsigned char, 16> bytes{};
-  std::size_t got = 0;
-  while (got < bytes.size()) {
-    ssize_t n = ::getrandom(bytes.data() + got, bytes.size() - got, 0);
-    if (n > 0) got += static_cast<std::size_t>(n);
-  }
-  static constexpr char hex[] = "0123456789abcdef";
-  std::string token;
-  token.reserve(33 + identity_.size());
-  for (unsigned char b : bytes) {
-    token.push_back(hex[b >> 4]);
-    token.push_back(hex[b & 15]);
-  }
+  std::string token = random_hex128();
   token.push_back('@');
   token += identity_;
   // Wall-clock time of the acquisition, for operators ("held for 3 min"); never used for

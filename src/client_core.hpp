@@ -47,6 +47,9 @@ class ClientCore : public std::enable_shared_from_this<ClientCore>, public Conne
   bool is_shut_down() const noexcept { return shut_down_.load(); }
   const ServerAddress& address() const noexcept { return address_; }
   const ClientOptions& options() const noexcept { return options_; }
+  // 32 random hex digits, fixed for this Client: the base of per-thread owner identities
+  // (ReentrantMutex), unique across processes and Clients.
+  const std::string& client_id() const noexcept { return client_id_; }
   // "<host>:<pid>": readable identity embedded in owner tokens.
   const std::string& identity() const noexcept { return identity_; }
   // A fresh owner token: 128 bits from the kernel's CSPRNG as 32 hex digits, then
@@ -84,6 +87,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore>, public Conne
   ServerAddress address_;
   ClientOptions options_;
   std::string identity_;
+  std::string client_id_;
   asio::io_context io_;
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work_;
   std::thread thread_;

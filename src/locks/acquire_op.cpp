@@ -18,7 +18,7 @@ class WaitQueue final : public Notifier::Listener, public std::enable_shared_fro
       : core_(core), key_(std::move(key)), channel_(std::move(channel)) {}
   ~WaitQueue() override {
     if (subscribed_) core_.notifier().unsubscribe(channel_, this);
-    if (!keyspace_channel_.empty()) core_.notifier().unsubscribe(keyspace_channel_, this);
+    if (!keyspace_channel_.empty()) core_.notifier().unsubscribe(keyspace_channel_, &keyspace_listener_);
   }
 
   void push(const std::shared_ptr<AcquireOp>& op);
@@ -32,23 +32,29 @@ class WaitQueue final : public Notifier::Listener, public std::enable_shared_fro
   // Shutdown: every waiter fails with `why`.
   void fail_all(const Error& why);
 
-  void on_notification(std::string_view payload) override {
-    // The lock channel carries "released"/"revoked"; the keyspace channel carries every command
-    // that touched the key, of which only the ones that free it matter.
-    if (payload == "released" || payload == "revoked" || payload == "del" || payload == "expired" ||
-        payload == "evicted") {
-      wake();
-    }
-  }
+  // Any message on the lock's own channel means it may be free ("released", "revoked", or a
+  // compatible client's own message, e.g. Redisson's "0").
+  void on_notification(std::string_view) override { wake(); }
   void on_resubscribed() override { wake(); }
 
  private:
   void wake();
+  friend struct KeyspaceListener;
 
   ClientCore& core_;
   std::string key_;
   std::string channel_;
   std::string keyspace_channel_;
+  // The keyspace channel carries every command that touched the key; only the ones that free it
+  // matter.
+  struct KeyspaceListener final : Notifier::Listener {
+    WaitQueue* queue;
+    explicit KeyspaceListener(WaitQueue* q) : queue(q) {}
+    void on_notification(std::string_view event) override {
+      if (event == "del" || event == "expired" || event == "evicted") queue->wake();
+    }
+    void on_resubscribed() override { queue->wake(); }
+  } keyspace_listener_{this};
   std::deque<std::shared_ptr<AcquireOp>> ops_;
   bool subscribed_ = false;
   bool confirmed_ = false;
@@ -244,7 +250,7 @@ void WaitQueue::subscribe_then(std::function<void()> then) {
   subscribed_ = true;
   if (core_.keyspace_events()) {
     keyspace_channel_ = "__keyspace@" + std::to_string(core_.address().db) + "__:" + key_;
-    core_.notifier().subscribe(keyspace_channel_, this, [](const Error&) {});
+    core_.notifier().subscribe(keyspace_channel_, &keyspace_listener_, [](const Error&) {});
   }
   core_.notifier().subscribe(channel_, this, [self = weak_from_this()](const Error&) {
     // Even when the subscription failed we go on: every wait is bounded by the recheck
