@@ -210,6 +210,8 @@ int cmd_run(Context& ctx, const Args& args) {
   const milliseconds window = s.ttl - s.drift - s.grace - s.margin;  // >= margin (checked)
   lo.renew_interval = std::max(milliseconds(1), std::min(s.ttl / 3, window / 2));
   lo.at_risk_margin = s.grace + s.margin;
+  // A forced unlock (`dlock unlock --force`) stops the command at once, not at the next renewal.
+  lo.listen_for_revocation = true;
   lo.events.on_lost = [events](dlock::LossReason why) {
     events->notify(why == dlock::LossReason::taken ? 't' : 'e');
   };

@@ -52,7 +52,7 @@ int cmd_status(Context& ctx, const Args& args) {
     }
     j.key("ttl_ms").opt_num(held ? std::optional<long long>(pttl) : std::nullopt);
     j.key("fencing_counter").opt_num(fence);
-    j.field("waiters", waiters).field("waiters_counts", "processes subscribed to " + key + ":ch");
+    j.field("waiters", waiters).field("waiters_counts", "processes subscribed to " + key + ":ch (waiters, plus a holder listening for revocation)");
     ctx.print_json(j);
     return exit_code::ok;
   }
@@ -80,7 +80,8 @@ int cmd_status(Context& ctx, const Args& args) {
   } else {
     std::printf("fencing  none issued yet\n");
   }
-  std::printf("waiters  %lld (processes subscribed to %s:ch; threads of one process count once)\n", waiters,
+  std::printf("waiters  %lld (processes subscribed to %s:ch: waiting processes, plus a holder that listens\n"
+              "         for revocation, such as dlock run; threads of one process count once)\n", waiters,
               key.c_str());
   return exit_code::ok;
 }

@@ -83,6 +83,11 @@ struct LeaseOptions {
   // Subtracted from every validity to allow for clock-rate drift between client and server
   // and for the time the reply took. Zero means ttl / 100 + 2 ms.
   milliseconds drift_allowance{0};
+  // Listen on the lock's channel while held: a forced unlock ("revoked", `dlock unlock
+  // --force`) then makes the watchdog check the key at once, so on_lost runs within one round
+  // trip instead of at the next renewal. The verdict still comes from the key, never from the
+  // message alone. Costs one channel subscription per held lock (shared per process).
+  bool listen_for_revocation = false;
   LeaseEvents events;
 };
 

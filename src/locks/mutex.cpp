@@ -34,6 +34,7 @@ Mutex::Mutex(Client& client, std::string name, LeaseOptions lease)
   spec->hold.release = &scripts::mutex_release;
   spec->hold.release_keys = {key_, key_ + ":rel"};
   spec->hold.release_extra = {key_ + ":ch", std::to_string(release_marker_ttl.count())};
+  spec->hold.channel = key_ + ":ch";
   spec->lease = std::move(lease);
   spec_ = std::move(spec);
 }

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
+#include <string_view>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -12,6 +14,7 @@
 #include "dlock/options.hpp"
 #include "renewal/renewal_policy.hpp"
 #include "renewal/timer_queue.hpp"
+#include "notify/notifier.hpp"
 #include "scripts/script.hpp"
 
 namespace dlock::detail {
@@ -29,9 +32,11 @@ struct HoldScripts {
   const Script* release = nullptr;
   std::vector<std::string> release_keys;
   std::vector<std::string> release_extra;
+  // Where a forced unlock is announced ("revoked"), for LeaseOptions::listen_for_revocation.
+  std::string channel;
 };
 
-class LeaseRecord {
+class LeaseRecord final : public Notifier::Listener {
  public:
   enum class State : int { held, releasing, released, lost };
   using time_point = BootClock::time_point;
@@ -44,6 +49,7 @@ class LeaseRecord {
         token(token_),
         scripts(std::move(scripts_)),
         events(options.events),
+        listen_for_revocation(options.listen_for_revocation && !scripts.channel.empty()),
         policy(LeaseTiming::from(options), options.mode),
         valid_until_ns_(policy.timing().validity_from(sent_at).time_since_epoch().count()) {
     renewal.valid_until = valid_until();
@@ -55,6 +61,7 @@ class LeaseRecord {
   const FencingToken token;
   const HoldScripts scripts;
   const LeaseEvents events;
+  const bool listen_for_revocation;
 
   // ARGV of the renew and release scripts, by the conventions above.
   std::vector<std::string> renew_args(milliseconds ttl) const {
@@ -99,6 +106,17 @@ class LeaseRecord {
   RenewalState renewal;  // mirrored into valid_until() for other threads
   bool scheduled = false;
   TimerQueue<time_point, std::shared_ptr<LeaseRecord>>::Handle slot{};
+  bool listening = false;  // subscribed to scripts.channel
+  // Loop thread: a revocation was announced; set by on_notification, acted on by the scheduler.
+  std::function<void()> on_revoked;
+
+  void on_notification(std::string_view payload) override {
+    if (payload == "revoked" && on_revoked) on_revoked();
+  }
+  void on_resubscribed() override {
+    // Revocations published during the gap were missed: check the key now.
+    if (on_revoked) on_revoked();
+  }
 
  private:
   std::atomic<State> state_{State::held};

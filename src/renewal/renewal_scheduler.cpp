@@ -9,6 +9,38 @@ RenewalScheduler::RenewalScheduler(ClientCore& core, asio::io_context& io) : cor
 
 void RenewalScheduler::add(const std::shared_ptr<LeaseRecord>& rec) {
   schedule(rec, rec->policy.first_due(rec->renewal, BootClock::now()));
+  if (rec->listen_for_revocation) {
+    std::weak_ptr<LeaseRecord> weak = rec;
+    rec->on_revoked = [this, weak] {
+      auto r = weak.lock();
+      if (!r || r->state() != LeaseRecord::State::held) return;
+      if (r->policy.mode() == LeaseMode::watchdog) {
+        if (!r->renewal.renew_in_flight) {
+          r->renewal.renew_in_flight = true;
+          renew(r, BootClock::now());  // a renewal is the check: reply 0 means the key is gone
+        }
+      } else {
+        check(r);
+      }
+    };
+    rec->listening = true;
+    core_.notifier().subscribe(rec->scripts.channel, rec.get(), [](const Error&) {});
+  }
+}
+
+// Fixed-TTL leases are never renewed; a revocation is checked with a read of the key's holder.
+void RenewalScheduler::check(const std::shared_ptr<LeaseRecord>& rec) {
+  core_.send_now(format_command({"GET", rec->scripts.renew_keys.front()}), [this, rec](Result<Reply> r) {
+    if (rec->state() != LeaseRecord::State::held || !r.ok()) return;
+    if (!r->is_string() || r->str() != rec->owner) lose(rec, LossReason::taken);
+  });
+}
+
+void RenewalScheduler::stop_listening(LeaseRecord& rec) {
+  if (!rec.listening) return;
+  rec.listening = false;
+  rec.on_revoked = nullptr;
+  core_.notifier().unsubscribe(rec.scripts.channel, &rec);
 }
 
 void RenewalScheduler::schedule(const std::shared_ptr<LeaseRecord>& rec, time_point due) {
@@ -19,6 +51,7 @@ void RenewalScheduler::schedule(const std::shared_ptr<LeaseRecord>& rec, time_po
 }
 
 void RenewalScheduler::remove(LeaseRecord& rec) {
+  stop_listening(rec);
   if (!rec.scheduled) return;
   rec.scheduled = false;
   queue_.remove(rec.slot);  // may drop the scheduler's reference; the caller holds its own
@@ -27,7 +60,10 @@ void RenewalScheduler::remove(LeaseRecord& rec) {
 
 std::vector<std::shared_ptr<LeaseRecord>> RenewalScheduler::take_all() {
   std::vector<std::shared_ptr<LeaseRecord>> all = queue_.pop_due(time_point::max());
-  for (auto& r : all) r->scheduled = false;
+  for (auto& r : all) {
+    r->scheduled = false;
+    stop_listening(*r);
+  }
   timer_.cancel();
   armed_for_.reset();
   return all;

@@ -41,6 +41,8 @@ class RenewalScheduler {
   void arm();
   void on_timer();
   void renew(const std::shared_ptr<LeaseRecord>& rec, time_point sent);
+  void check(const std::shared_ptr<LeaseRecord>& rec);
+  void stop_listening(LeaseRecord& rec);
   void apply(const std::shared_ptr<LeaseRecord>& rec, const RenewalStep& step, time_point now);
 
   ClientCore& core_;

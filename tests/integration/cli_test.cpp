@@ -587,6 +587,23 @@ TEST_F(CliTest, RunStopsTheCommandWhenTheKeyIsDeleted) {
   EXPECT_NE(bg.err().find("taken away"), std::string::npos) << bg.err();
 }
 
+// With a 30 s TTL the next renewal is 10 s away: only the revocation message can stop the
+// command within 2 s of `dlock unlock --force`.
+TEST_F(CliTest, RunStopsTheCommandAtOnceOnForcedUnlock) {
+  auto& bg = background({"run", "revoked", "--ttl", "30s", "--grace", "500ms", "--",
+                         "sh", "-c", "echo $$ > " + path("pid") + "; while :; do sleep 0.05; done"});
+  ASSERT_TRUE(eventually([&] { return !read_file(path("pid")).empty(); }, 5s)) << bg.err();
+  ASSERT_TRUE(eventually([&] { return raw->cmd_array({"PUBSUB", "NUMSUB", key("revoked") + ":ch"}).at(1) == "1"; }, 5s))
+      << "dlock run does not listen for revocations";
+  const auto t0 = SteadyClock::now();
+  auto unlocked = dlock({"unlock", "--force", "revoked"});
+  EXPECT_EQ(unlocked.exit_code, 0) << describe(unlocked);
+  auto code = bg.process().wait_for(5s);
+  ASSERT_TRUE(code.has_value()) << "dlock run did not stop after a forced unlock\n" << bg.err();
+  EXPECT_EQ(*code, 70) << bg.err();
+  EXPECT_LT(ms_since(t0), 2000ms);
+}
+
 TEST_F(CliTest, RunKillsACommandIgnoringSigtermWhenTheKeyIsReplaced) {
   auto& bg = background({"--json", "run", "victim", "--ttl", "2s", "--grace", "300ms", "--lost-exit-code", "33", "--",
                          "sh", "-c", "trap '' TERM; echo $$ > " + path("pid") + "; while :; do sleep 0.05; done"});

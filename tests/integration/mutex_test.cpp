@@ -334,6 +334,42 @@ TEST_F(MutexTest, LossReportedWhenKeyDeleted) {
   EXPECT_EQ(rel.code(), make_error_code(dlock::errc::lock_lost)) << rel.error().what();
 }
 
+// 5a'. A forced unlock (DEL + "revoked" on the channel, as `dlock unlock --force` does) reaches
+// a holder that listens at once, long before its next renewal (30 s TTL: renewal every 10 s).
+TEST_F(MutexTest, ListeningHolderLearnsOfForcedUnlockAtOnce) {
+  LossProbe probe;
+  dlock::LeaseOptions opts;  // ttl 30 s
+  opts.listen_for_revocation = true;
+  probe.attach(opts);
+  dlock::Mutex m(*client, "revoke", opts);
+  auto lease = m.acquire();
+  ASSERT_TRUE(lease.ok()) << lease.error().what();
+  // Wait until the holder's subscription is in place (it is made right after the acquisition).
+  ASSERT_TRUE(eventually([&] { return raw->cmd_array({"PUBSUB", "NUMSUB", m.key() + ":ch"}).at(1) == "1"; }, 2000ms));
+  ASSERT_EQ(raw->cmd_int({"DEL", m.key()}), 1);
+  ASSERT_EQ(raw->cmd_int({"PUBLISH", m.key() + ":ch", "revoked"}), 1);
+  const auto t0 = SteadyClock::now();
+  ASSERT_TRUE(eventually([&] { return probe.calls.load() >= 1; }, 2000ms)) << "on_lost never ran";
+  EXPECT_LT(ms_since(t0), 2000ms);
+  EXPECT_EQ(probe.reason.load(), static_cast<int>(dlock::LossReason::taken));
+  // A "revoked" message alone, with the key still ours, must not end a hold.
+  LossProbe other;
+  dlock::LeaseOptions o2;
+  o2.listen_for_revocation = true;
+  other.attach(o2);
+  dlock::Mutex m2(*client, "revoke-spoof", o2);
+  auto held = m2.acquire();
+  ASSERT_TRUE(held.ok()) << held.error().what();
+  ASSERT_TRUE(eventually([&] { return raw->cmd_array({"PUBSUB", "NUMSUB", m2.key() + ":ch"}).at(1) == "1"; }, 2000ms));
+  raw->cmd({"PUBLISH", m2.key() + ":ch", "revoked"});
+  std::this_thread::sleep_for(300ms);
+  EXPECT_EQ(other.calls.load(), 0);
+  EXPECT_TRUE(held->held());
+  EXPECT_TRUE(held->release().ok());
+  // Released: the holder's subscription is gone too.
+  EXPECT_TRUE(eventually([&] { return raw->cmd_array({"PUBSUB", "NUMSUB", m2.key() + ":ch"}).at(1) == "0"; }, 2000ms));
+}
+
 // 5b. The server restarts empty: the holder learns that its lock is gone.
 TEST_F(MutexTest, LossReportedWhenServerRestartsEmpty) {
   LossProbe probe;

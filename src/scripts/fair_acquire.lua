@@ -1,0 +1,90 @@
+-- Try to take a FairLock, or keep the caller's place in its queue. One atomic step.
+-- KEYS[1]  the lock key            P{N}           string: the holder's owner token (as Mutex)
+-- KEYS[2]  the fencing counter     P{N}:fence     (no TTL, never deleted)
+-- KEYS[3]  the queue               P{N}:queue     list of waiter ids, in arrival order
+-- KEYS[4]  the waiters' deadlines  P{N}:timeouts  zset: waiter id -> deadline, server ms
+-- ARGV[1]  owner token, which is also the waiter id
+-- ARGV[2]  lease TTL in milliseconds
+-- ARGV[3]  waiter TTL in milliseconds: how long the caller's place outlives this call
+-- ARGV[4]  '1': queue the caller when it cannot take the lock now; '0': do not (try_lock)
+-- ARGV[5]  prefix of the waiters' channels  P{N}:ch:   (a waiter's channel is prefix .. id)
+-- Reply:   {1, token}             acquired; token is the new fencing token
+--          {0, hint, position}    not acquired. position: 0 the caller heads the queue, 1 it is
+--                                 next after the head, 2 further back, -1 not queued.
+--                                 hint: ms until a retry may succeed, -1 unknown: for the head
+--                                 the holder's PTTL; for position 1 while the lock is free, the
+--                                 time left to the head's place.
+--          {-1, type}             a key holds a value of another type
+-- Deadlines are the server's clock (TIME), never a client's.
+local lock_type = redis.call('TYPE', KEYS[1])['ok']
+if lock_type ~= 'none' and lock_type ~= 'string' then return {-1, lock_type} end
+local queue_type = redis.call('TYPE', KEYS[3])['ok']
+if queue_type ~= 'none' and queue_type ~= 'list' then return {-1, queue_type .. ' at ' .. KEYS[3]} end
+local timeouts_type = redis.call('TYPE', KEYS[4])['ok']
+if timeouts_type ~= 'none' and timeouts_type ~= 'zset' then return {-1, timeouts_type .. ' at ' .. KEYS[4]} end
+
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local me = ARGV[1]
+local waiter_ttl = tonumber(ARGV[3])
+
+-- Waiters whose place expired (they died, or stopped refreshing) leave the queue; a bounded
+-- number per call, so one call stays short whatever piled up.
+local old_head = redis.call('LINDEX', KEYS[3], 0)
+local expired = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now, 'LIMIT', 0, 100)
+for _, w in ipairs(expired) do
+  redis.call('ZREM', KEYS[4], w)
+  redis.call('LREM', KEYS[3], 0, w)
+end
+-- A queued id without a deadline is no live waiter's (its deadline entry was lost).
+local head = redis.call('LINDEX', KEYS[3], 0)
+while head and not redis.call('ZSCORE', KEYS[4], head) do
+  redis.call('LPOP', KEYS[3])
+  head = redis.call('LINDEX', KEYS[3], 0)
+end
+
+local held = lock_type == 'string'
+if not held and (not head or head == me) then
+  -- A missing counter is seeded from the server's clock in microseconds (as for Mutex), before
+  -- the lock is set, so a failure here leaves no lock.
+  if redis.call('EXISTS', KEYS[2]) == 0 then
+    redis.call('SET', KEYS[2], t[1] .. string.format('%06d', tonumber(t[2])))
+  end
+  local token = redis.call('INCR', KEYS[2])
+  redis.call('SET', KEYS[1], me, 'PX', ARGV[2])
+  if head == me then
+    redis.call('LPOP', KEYS[3])
+    redis.call('ZREM', KEYS[4], me)
+  end
+  return {1, token}
+end
+
+local position = redis.call('LPOS', KEYS[3], me)
+if ARGV[4] == '1' then
+  if not position then
+    position = redis.call('RPUSH', KEYS[3], me) - 1
+    if position == 0 then head = me end
+  end
+  redis.call('ZADD', KEYS[4], now + waiter_ttl, me)
+  -- The queue's keys live as long as their longest-lived place, so they vanish with the last
+  -- waiter even when nobody dequeues it.
+  for i = 3, 4 do
+    if redis.call('PTTL', KEYS[i]) < waiter_ttl then redis.call('PEXPIRE', KEYS[i], waiter_ttl) end
+  end
+end
+
+-- The purge made someone else the head while the lock is free: wake that waiter alone.
+if not held and head and head ~= old_head and head ~= me then
+  redis.pcall('PUBLISH', ARGV[5] .. head, 'released')
+end
+
+if not position then return {0, -1, -1} end
+if position == 0 then return {0, redis.call('PTTL', KEYS[1]), 0} end
+if position == 1 then
+  if not held then
+    local head_deadline = tonumber(redis.call('ZSCORE', KEYS[4], head))
+    return {0, math.max(0, head_deadline - now), 1}
+  end
+  return {0, -1, 1}
+end
+return {0, -1, 2}
