@@ -31,6 +31,7 @@
 
 #include "support/process.hpp"
 #include "support/raw_connection.hpp"
+#include "support/wait.hpp"
 #include "support/redis_server.hpp"
 
 extern char** environ;
@@ -43,6 +44,8 @@ using dlock::test::CommandResult;
 using dlock::test::RawConnection;
 using dlock::test::RedisServer;
 using dlock::test::RedisServerOptions;
+using dlock::test::eventually;
+using dlock::test::ms_since;
 using SteadyClock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 using Env = std::vector<std::pair<std::string, std::string>>;
@@ -62,19 +65,7 @@ std::string cli_binary() {
   return {};
 }
 
-milliseconds ms_since(SteadyClock::time_point t0) {
-  return std::chrono::duration_cast<milliseconds>(SteadyClock::now() - t0);
-}
 
-template <class Pred>
-bool eventually(Pred pred, milliseconds timeout, milliseconds step = 5ms) {
-  const auto deadline = SteadyClock::now() + timeout;
-  while (true) {
-    if (pred()) return true;
-    if (SteadyClock::now() >= deadline) return false;
-    std::this_thread::sleep_for(step);
-  }
-}
 
 std::string read_file(const std::string& path) {
   std::ifstream in(path);

@@ -16,6 +16,8 @@
 
 #include "dlock/dlock.hpp"
 #include "support/raw_connection.hpp"
+#include "support/server_fixture.hpp"
+#include "support/wait.hpp"
 #include "support/redis_server.hpp"
 
 namespace {
@@ -24,39 +26,14 @@ using namespace std::chrono_literals;
 using dlock::FencingToken;
 using dlock::test::RawConnection;
 using dlock::test::RedisServer;
+using dlock::test::eventually;
+using dlock::test::ms_since;
 using SteadyClock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
 std::string key_of(const std::string& name) { return "dlock:{" + name + "}"; }
 
-template <class Pred>
-bool eventually(Pred pred, milliseconds timeout, milliseconds step = 5ms) {
-  const auto deadline = SteadyClock::now() + timeout;
-  while (true) {
-    if (pred()) return true;
-    if (SteadyClock::now() >= deadline) return false;
-    std::this_thread::sleep_for(step);
-  }
-}
-
-class FencingTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    server.emplace();
-    client.emplace(server->url());
-    ASSERT_TRUE(client->ping().ok()) << server->log_tail();
-    raw.emplace(*server);
-  }
-  void TearDown() override {
-    raw.reset();
-    client.reset();
-    server.reset();
-  }
-
-  std::optional<RedisServer> server;
-  std::optional<dlock::Client> client;
-  std::optional<RawConnection> raw;
-};
+using FencingTest = dlock::test::ServerFixture;
 
 // 17a. 50 successive acquisitions through several Mutex objects, Clients and threads: each
 // holder's token is greater than every earlier holder's.

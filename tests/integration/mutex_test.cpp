@@ -22,6 +22,8 @@
 #include "dlock/dlock.hpp"
 #include "support/process.hpp"
 #include "support/raw_connection.hpp"
+#include "support/server_fixture.hpp"
+#include "support/wait.hpp"
 #include "support/redis_server.hpp"
 
 namespace {
@@ -30,25 +32,14 @@ using namespace std::chrono_literals;
 using dlock::test::ChildProcess;
 using dlock::test::RawConnection;
 using dlock::test::RedisServer;
+using dlock::test::eventually;
+using dlock::test::ms_since;
 using SteadyClock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
 std::string key_of(const std::string& name) { return "dlock:{" + name + "}"; }
 
-milliseconds ms_since(SteadyClock::time_point t0) {
-  return std::chrono::duration_cast<milliseconds>(SteadyClock::now() - t0);
-}
 
-// Polls `pred` until it is true or `timeout` passes; true when it became true.
-template <class Pred>
-bool eventually(Pred pred, milliseconds timeout, milliseconds step = 5ms) {
-  const auto deadline = SteadyClock::now() + timeout;
-  while (true) {
-    if (pred()) return true;
-    if (SteadyClock::now() >= deadline) return false;
-    std::this_thread::sleep_for(step);
-  }
-}
 
 long long to_count(const std::string& s) { return s == "(nil)" ? 0 : std::stoll(s); }
 
@@ -86,26 +77,10 @@ struct LossProbe {
   }
 };
 
-class MutexTest : public ::testing::Test {
+class MutexTest : public dlock::test::ServerFixture {
  protected:
-  void SetUp() override {
-    server.emplace();
-    client.emplace(server->url());
-    ASSERT_TRUE(client->ping().ok()) << server->log_tail();
-    raw.emplace(*server);
-  }
-  void TearDown() override {
-    raw.reset();
-    client.reset();
-    server.reset();
-  }
-
   std::string get(const std::string& key) { return raw->cmd({"GET", key}); }
   long long exists(const std::string& key) { return raw->cmd_int({"EXISTS", key}); }
-
-  std::optional<RedisServer> server;
-  std::optional<dlock::Client> client;
-  std::optional<RawConnection> raw;
 };
 
 // ------------------------------------------------------------------------------ exclusion
