@@ -26,6 +26,7 @@
 namespace dlock::detail {
 
 class WaitQueue;
+struct AcquireRequest;
 
 class ClientCore : public std::enable_shared_from_this<ClientCore>, public Connection::Observer {
  public:
@@ -70,7 +71,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore>, public Conne
   Notifier& notifier() noexcept { return *notifier_; }
   RenewalScheduler& renewals() noexcept { return *renewals_; }
   // The process-local wait queue of one lock, created on first use.
-  std::shared_ptr<WaitQueue> wait_queue(const std::string& key, const std::string& channel);
+  std::shared_ptr<WaitQueue> wait_queue(const std::string& key, const AcquireRequest& req);
   void forget_wait_queue(const std::string& key);
   // Fails every waiting acquisition (shutdown).
   void fail_waiters(const Error& why);

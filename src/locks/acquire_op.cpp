@@ -14,11 +14,20 @@ class AcquireOp;
 // The process-local queue of waiters for one lock. Loop thread only.
 class WaitQueue final : public Notifier::Listener, public std::enable_shared_from_this<WaitQueue> {
  public:
-  WaitQueue(ClientCore& core, std::string key, std::string channel)
-      : core_(core), key_(std::move(key)), channel_(std::move(channel)) {}
+  WaitQueue(ClientCore& core, std::string key, const AcquireRequest& req)
+      : core_(core), key_(std::move(key)), channels_{req.channel} {
+    channels_.insert(channels_.end(), req.extra_channels.begin(), req.extra_channels.end());
+    const auto& watched = req.watch_keys.empty() ? std::vector<std::string>{req.key} : req.watch_keys;
+    for (const auto& k : watched) {
+      keyspace_channels_.push_back("__keyspace@" + std::to_string(core_.address().db) + "__:" + k);
+    }
+  }
   ~WaitQueue() override {
-    if (subscribed_) core_.notifier().unsubscribe(channel_, this);
-    if (!keyspace_channel_.empty()) core_.notifier().unsubscribe(keyspace_channel_, &keyspace_listener_);
+    if (!subscribed_) return;
+    for (const auto& ch : channels_) core_.notifier().unsubscribe(ch, this);
+    if (keyspace_subscribed_) {
+      for (const auto& ch : keyspace_channels_) core_.notifier().unsubscribe(ch, &keyspace_listener_);
+    }
   }
 
   void push(const std::shared_ptr<AcquireOp>& op);
@@ -43,8 +52,10 @@ class WaitQueue final : public Notifier::Listener, public std::enable_shared_fro
 
   ClientCore& core_;
   std::string key_;
-  std::string channel_;
-  std::string keyspace_channel_;
+  std::vector<std::string> channels_;
+  std::vector<std::string> keyspace_channels_;
+  bool keyspace_subscribed_ = false;
+  std::size_t unconfirmed_ = 0;
   // The keyspace channel carries every command that touched the key; only the ones that free it
   // matter.
   struct KeyspaceListener final : Notifier::Listener {
@@ -90,7 +101,7 @@ class AcquireOp final : public std::enable_shared_from_this<AcquireOp> {
       return try_now();
     }
     arm_deadline();
-    queue_ = core_->wait_queue(req_.key, req_.channel);
+    queue_ = core_->wait_queue(req_.key, req_);
     queue_->push(shared_from_this());
     if (queue_->is_head(this)) become_head();
   }
@@ -249,19 +260,22 @@ void WaitQueue::subscribe_then(std::function<void()> then) {
   if (subscribed_) return;
   subscribed_ = true;
   if (core_.keyspace_events()) {
-    keyspace_channel_ = "__keyspace@" + std::to_string(core_.address().db) + "__:" + key_;
-    core_.notifier().subscribe(keyspace_channel_, &keyspace_listener_, [](const Error&) {});
+    keyspace_subscribed_ = true;
+    for (const auto& ch : keyspace_channels_) core_.notifier().subscribe(ch, &keyspace_listener_, [](const Error&) {});
   }
-  core_.notifier().subscribe(channel_, this, [self = weak_from_this()](const Error&) {
-    // Even when the subscription failed we go on: every wait is bounded by the recheck
-    // interval, and the subscription is retried after the connection comes back.
-    auto q = self.lock();
-    if (!q) return;
-    q->confirmed_ = true;
-    auto waiting = std::move(q->on_confirmed_);
-    q->on_confirmed_.clear();
-    for (auto& f : waiting) f();
-  });
+  unconfirmed_ = channels_.size();
+  for (const auto& ch : channels_) {
+    core_.notifier().subscribe(ch, this, [self = weak_from_this()](const Error&) {
+      // Even when a subscription failed we go on: every wait is bounded by the recheck
+      // interval, and the subscription is retried after the connection comes back.
+      auto q = self.lock();
+      if (!q || --q->unconfirmed_ > 0) return;
+      q->confirmed_ = true;
+      auto waiting = std::move(q->on_confirmed_);
+      q->on_confirmed_.clear();
+      for (auto& f : waiting) f();
+    });
+  }
 }
 
 void WaitQueue::wake() {
@@ -269,10 +283,10 @@ void WaitQueue::wake() {
   if (!ops_.empty()) ops_.front()->wake();
 }
 
-std::shared_ptr<WaitQueue> ClientCore::wait_queue(const std::string& key, const std::string& channel) {
+std::shared_ptr<WaitQueue> ClientCore::wait_queue(const std::string& key, const AcquireRequest& req) {
   auto& slot = wait_queues_[key];
   if (auto q = slot.lock()) return q;
-  auto q = std::make_shared<WaitQueue>(*this, key, channel);
+  auto q = std::make_shared<WaitQueue>(*this, key, req);
   slot = q;
   return q;
 }

@@ -15,6 +15,7 @@
 #include <optional>
 #include <stop_token>
 #include <string>
+#include <vector>
 
 #include "dlock/lease.hpp"
 #include "dlock/options.hpp"
@@ -43,6 +44,11 @@ struct AcquireRequest {
   std::string what;     // "lock 'orders' on 127.0.0.1:6379", for messages
   WaitOptions wait;
   AttemptFn attempt;
+  // More channels whose messages may free the lock (MultiLock: one per lock it takes).
+  std::vector<std::string> extra_channels;
+  // Keys whose deletion or expiry frees the lock, watched through keyspace notifications when
+  // the server publishes them. Empty: `key`.
+  std::vector<std::string> watch_keys;
 };
 
 // Any thread. `done` runs on the loop thread, exactly once.

@@ -42,8 +42,13 @@ Mutex::Mutex(Client& client, std::string name, LeaseOptions lease)
 Mutex::~Mutex() = default;  // ThreadHolds releases what lock() took
 
 AcquireRequest Mutex::request(WaitOptions wait) const {
-  return AcquireRequest{key_, key_ + ":ch", "Mutex '" + name_ + "' on " + core_->address().display(), wait,
-                        script_attempt(core_, spec_)};
+  AcquireRequest req;
+  req.key = key_;
+  req.channel = key_ + ":ch";
+  req.what = "Mutex '" + name_ + "' on " + core_->address().display();
+  req.wait = wait;
+  req.attempt = script_attempt(core_, spec_);
+  return req;
 }
 
 Result<Lease> Mutex::acquire(WaitOptions wait, std::stop_token stop) {
