@@ -34,6 +34,7 @@ class WaitQueue final : public Notifier::Listener, public std::enable_shared_fro
   // `acquired`: the op leaves because it took the lock (so the lock is now held by this process).
   void remove(AcquireOp* op, bool acquired);
   bool is_head(const AcquireOp* op) const { return !ops_.empty() && ops_.front().get() == op; }
+  bool confirmed() const noexcept { return confirmed_; }
   std::uint64_t generation() const noexcept { return generation_; }
   // Subscribes once for the whole queue; `then` runs when the subscription is confirmed or failed.
   void subscribe_then(std::function<void()> then);
@@ -111,6 +112,14 @@ class AcquireOp final : public std::enable_shared_from_this<AcquireOp> {
   // against the other processes' waiters (the notification reaches every process alike).
   void become_head(bool held_here = false) {
     if (state_ == State::done) return;
+    if (!held_here && !queue_->confirmed() && !fast_path_used_) {
+      fast_path_used_ = true;
+      // Fast path: a free lock costs one round trip, no subscription. Only when this try finds
+      // it busy does the wait begin — and it begins with subscribe-then-try, so a release
+      // between the two tries cannot be missed.
+      unsubscribed_try_ = true;
+      return try_now();
+    }
     state_ = State::subscribing;
     queue_->subscribe_then([self = shared_from_this(), held_here] {
       if (self->state_ != State::subscribing) return;
@@ -169,6 +178,10 @@ class AcquireOp final : public std::enable_shared_from_this<AcquireOp> {
       case Attempt::Kind::busy: break;
     }
     if (single_) return finish(Error(errc::busy, req_.what + " is held by another owner"));
+    if (unsubscribed_try_) {
+      unsubscribed_try_ = false;
+      return become_head();  // now subscribes, then tries again
+    }
     const auto now = BootClock::now();
     if (deadline_ && now >= *deadline_) return finish(Error(errc::timeout, "timed out waiting for " + req_.what));
     // A release announced while the try was in flight: try again at once.
@@ -225,6 +238,8 @@ class AcquireOp final : public std::enable_shared_from_this<AcquireOp> {
   std::shared_ptr<WaitQueue> queue_;
   State state_ = State::queued;
   bool single_ = false;
+  bool unsubscribed_try_ = false;  // the current try was made before subscribing
+  bool fast_path_used_ = false;    // at most one try before subscribing
   std::uint64_t seen_generation_ = 0;
   std::optional<std::stop_callback<std::function<void()>>> stop_cb_;
   std::optional<Error> pending_cancel_;

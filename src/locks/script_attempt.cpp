@@ -42,7 +42,7 @@ AttemptFn script_attempt(std::shared_ptr<ClientCore> core, std::shared_ptr<const
                        a.kind = Attempt::Kind::acquired;
                        a.lease = std::make_shared<LeaseRecord>(
                            core, spec->name, owner, FencingToken{static_cast<std::uint64_t>(rep[1].integer())},
-                           spec->hold, spec->lease, sent);
+                           std::shared_ptr<const HoldScripts>(spec, &spec->hold), spec->lease, sent);
                        core->active_leases_.fetch_add(1);
                        core->renewals().add(a.lease);
                      } else if (code == 0) {

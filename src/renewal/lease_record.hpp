@@ -41,25 +41,36 @@ class LeaseRecord final : public Notifier::Listener {
   enum class State : int { held, releasing, released, lost };
   using time_point = BootClock::time_point;
 
+  // `scripts_` is shared, not copied: every lease of a lock object uses the same immutable
+  // HoldScripts, which keeps a held lease small (the watchdog may keep thousands).
   LeaseRecord(std::shared_ptr<ClientCore> core_, std::string name_, std::string owner_, FencingToken token_,
-              HoldScripts scripts_, const LeaseOptions& options, time_point sent_at)
-      : core(std::move(core_)),
+              std::shared_ptr<const HoldScripts> scripts_, const LeaseOptions& options, time_point sent_at)
+      : scripts_owner_(std::move(scripts_)),
+        core(std::move(core_)),
         name(std::move(name_)),
         owner(std::move(owner_)),
         token(token_),
-        scripts(std::move(scripts_)),
+        scripts(*scripts_owner_),
         events(options.events),
         listen_for_revocation(options.listen_for_revocation && !scripts.channel.empty()),
         policy(LeaseTiming::from(options), options.mode),
         valid_until_ns_(policy.timing().validity_from(sent_at).time_since_epoch().count()) {
     renewal.valid_until = valid_until();
   }
+  LeaseRecord(std::shared_ptr<ClientCore> core_, std::string name_, std::string owner_, FencingToken token_,
+              HoldScripts scripts_, const LeaseOptions& options, time_point sent_at)
+      : LeaseRecord(std::move(core_), std::move(name_), std::move(owner_), token_,
+                    std::make_shared<const HoldScripts>(std::move(scripts_)), options, sent_at) {}
 
+ private:
+  std::shared_ptr<const HoldScripts> scripts_owner_;
+
+ public:
   const std::shared_ptr<ClientCore> core;
   const std::string name;
   const std::string owner;
   const FencingToken token;
-  const HoldScripts scripts;
+  const HoldScripts& scripts;
   const LeaseEvents events;
   const bool listen_for_revocation;
 
