@@ -31,5 +31,25 @@ integration: build
 demo: build
 	scripts/demo $(BUILD)
 
+# Benchmarks (not part of make test): see docs/BENCHMARKS.md.
+BENCH_BUILD ?= build-bench
+BENCH_ARGS ?=
+.PHONY: bench bench-peers bench-report bench-build bench-peer-deps
+bench-build:
+	@scripts/install-deps bench
+	cmake -S . -B $(BENCH_BUILD) -DCMAKE_BUILD_TYPE=Release -DDLOCK_BUILD_BENCH=ON \
+	  -DDLOCK_BUILD_TESTS=OFF -DDLOCK_BUILD_CLI=OFF -DDLOCK_BUILD_EXAMPLES=OFF
+	cmake --build $(BENCH_BUILD) -j $(JOBS) --target dlock_bench
+bench: bench-build
+	scripts/bench $(BENCH_BUILD) $(BENCH_ARGS)
+bench-peer-deps:
+	@scripts/install-deps bench peers
+	@cd bench/peers && { npm install --no-audit --no-fund --no-package-lock --omit=dev --loglevel=error \
+	  || echo "bench-peers: npm install failed (registry unreachable?): node-redlock will be skipped"; }
+bench-peers: bench-build bench-peer-deps
+	scripts/bench $(BENCH_BUILD) --peers $(BENCH_ARGS)
+bench-report: bench-build bench-peer-deps
+	scripts/bench $(BENCH_BUILD) --report $(BENCH_ARGS)
+
 clean:
 	rm -rf $(BUILD)

@@ -1,0 +1,27 @@
+// bench/floor.hpp — scenario 1, the floor: what a lock/unlock pair costs with nothing but a
+// blocking hiredis connection (SET k v NX PX, then EVALSHA compare-and-delete: two dependent
+// round trips), on 1 connection and on N connections from N threads; and the round-trip time
+// of a single command (PING).
+#pragma once
+
+#include <string>
+
+namespace bench {
+
+struct FloorPairs {
+  double pairs_per_second = 0;
+  unsigned long long errors = 0;
+};
+
+// `connections` threads, each with its own blocking connection and its own key.
+FloorPairs floor_pairs(const std::string& url, int connections, double warmup, double duration);
+
+struct RoundTrip {
+  double p50_us = 0;   // median PING round trip
+  double mean_us = 0;
+  double per_second = 0;
+};
+
+RoundTrip floor_round_trip(const std::string& url, double warmup, double duration);
+
+}  // namespace bench

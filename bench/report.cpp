@@ -1,0 +1,182 @@
+#include "report.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <stdexcept>
+
+namespace bench {
+
+std::string format_value(double v, int decimals) {
+  if (!std::isfinite(v)) return "-";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
+  // Thousands separators: ',' between groups of three integer digits.
+  const std::string s = buf;
+  const std::size_t dot = s.find('.');
+  const std::size_t int_end = dot == std::string::npos ? s.size() : dot;
+  const std::size_t int_begin = (s[0] == '-') ? 1 : 0;
+  std::string out(s, 0, int_begin);
+  for (std::size_t i = int_begin; i < int_end; ++i) {
+    out.push_back(s[i]);
+    const std::size_t left = int_end - i - 1;
+    if (left > 0 && left % 3 == 0) out.push_back(',');
+  }
+  out.append(s, int_end, std::string::npos);
+  return out;
+}
+
+Row& Report::add(Row row) {
+  if (find(row.id) != nullptr) throw std::logic_error("duplicate row " + row.id);
+  rows_.push_back(std::move(row));
+  return rows_.back();
+}
+
+Row* Report::find(const std::string& id) {
+  for (auto& r : rows_) {
+    if (r.id == id) return &r;
+  }
+  return nullptr;
+}
+
+void Report::record(const std::string& id, double value) {
+  Row* r = find(id);
+  if (r == nullptr) throw std::logic_error("no row " + id);
+  r->runs.push_back(value);
+}
+
+namespace {
+
+// "peer.redis-py.contended.p2.p50" -> "contended.p2.p50"
+std::string group_of(const std::string& id) {
+  if (id.rfind("peer.", 0) != 0) return id;
+  const auto dot = id.find('.', 5);
+  return dot == std::string::npos ? id : id.substr(dot + 1);
+}
+
+}  // namespace
+
+void Report::evaluate() {
+  std::map<std::string, std::size_t> first;
+  for (std::size_t i = 0; i < rows_.size(); ++i) first.emplace(group_of(rows_[i].id), i);
+  std::stable_sort(rows_.begin(), rows_.end(),
+                   [&](const Row& a, const Row& b) { return first[group_of(a.id)] < first[group_of(b.id)]; });
+  for (auto& r : rows_) {
+    r.spread = spread(r.runs);
+    r.result.clear();
+    r.ratio = 0;
+  }
+  for (auto& r : rows_) {
+    if (r.runs.empty() || r.target.kind == Target::Kind::none) continue;
+    const double m = r.spread.median;
+    switch (r.target.kind) {
+      case Target::Kind::none: break;
+      case Target::Kind::ratio_info:
+      case Target::Kind::ratio_at_least:
+      case Target::Kind::ratio_at_most: {
+        const Row* b = find(r.target.baseline);
+        if (b == nullptr || b->runs.empty() || b->spread.median == 0) {
+          r.note = "no baseline measured";
+          break;
+        }
+        r.ratio = m / b->spread.median;
+        if (r.target.kind == Target::Kind::ratio_at_least) r.result = r.ratio >= r.target.value ? "PASS" : "FAIL";
+        if (r.target.kind == Target::Kind::ratio_at_most) r.result = r.ratio <= r.target.value ? "PASS" : "FAIL";
+        if (r.target.aim > 0) {
+          r.note = std::string("aim ") + format_value(r.target.aim, 1) + "x " + (r.ratio >= r.target.aim ? "met" : "not met");
+        }
+        break;
+      }
+      case Target::Kind::at_least: r.result = m >= r.target.value ? "PASS" : "FAIL"; break;
+      case Target::Kind::at_most: r.result = m <= r.target.value ? "PASS" : "FAIL"; break;
+    }
+  }
+}
+
+int Report::judged() const {
+  return static_cast<int>(std::count_if(rows_.begin(), rows_.end(), [](const Row& r) { return !r.result.empty(); }));
+}
+
+int Report::failed() const {
+  return static_cast<int>(std::count_if(rows_.begin(), rows_.end(), [](const Row& r) { return r.result == "FAIL"; }));
+}
+
+void Report::print_table(std::FILE* out) const {
+  std::vector<std::vector<std::string>> cells;
+  cells.push_back({"scenario", "library", "median", "min–max", "unit", "target", "ratio", "result"});
+  for (const auto& r : rows_) {
+    if (r.runs.empty()) continue;
+    std::string ratio;
+    if (r.target.kind == Target::Kind::ratio_info || r.target.kind == Target::Kind::ratio_at_least ||
+        r.target.kind == Target::Kind::ratio_at_most) {
+      ratio = r.ratio > 0 ? format_value(r.ratio, 2) + "x" : "-";
+    }
+    std::string result = r.result.empty() ? "" : r.result;
+    if (!r.note.empty()) result += result.empty() ? r.note : " (" + r.note + ")";
+    cells.push_back({r.scenario, r.library, format_value(r.spread.median, r.decimals),
+                     format_value(r.spread.min, r.decimals) + "–" + format_value(r.spread.max, r.decimals), r.unit,
+                     r.target.text, ratio, result});
+  }
+  // Column widths in characters (the en dash and "≥/≤" are multi-byte: count code points).
+  auto width = [](const std::string& s) {
+    std::size_t n = 0;
+    for (unsigned char c : s) n += (c & 0xC0) != 0x80 ? 1 : 0;
+    return n;
+  };
+  std::vector<std::size_t> w(cells[0].size(), 0);
+  for (const auto& row : cells) {
+    for (std::size_t i = 0; i < row.size(); ++i) w[i] = std::max(w[i], width(row[i]));
+  }
+  const std::vector<bool> right{false, false, true, true, false, false, true, false};
+  auto line = [&](const std::vector<std::string>& row) {
+    std::string s = "|";
+    for (std::size_t i = 0; i < row.size(); ++i) {
+      const std::size_t pad = w[i] - width(row[i]);
+      s.push_back(' ');
+      if (right[i]) s.append(pad, ' ');
+      s.append(row[i]);
+      if (!right[i]) s.append(pad, ' ');
+      s.append(" |");
+    }
+    std::fprintf(out, "%s\n", s.c_str());
+  };
+  line(cells[0]);
+  std::string sep = "|";
+  for (std::size_t i = 0; i < w.size(); ++i) {
+    sep.push_back(' ');
+    sep.append(right[i] ? w[i] - 1 : w[i], '-');
+    sep.append(right[i] ? ": |" : " |");
+  }
+  std::fprintf(out, "%s\n", sep.c_str());
+  for (std::size_t i = 1; i < cells.size(); ++i) line(cells[i]);
+}
+
+Json Report::rows_json() const {
+  Json arr = Json::array();
+  for (const auto& r : rows_) {
+    Json j = Json::object();
+    j.set("id", r.id);
+    j.set("scenario", r.scenario);
+    j.set("library", r.library);
+    j.set("unit", r.unit);
+    j.set("runs", Json::array_of(r.runs));
+    j.set("median", r.spread.median);
+    j.set("min", r.spread.min);
+    j.set("max", r.spread.max);
+    if (r.target.kind != Target::Kind::none) {
+      Json t = Json::object();
+      t.set("text", r.target.text);
+      if (!r.target.baseline.empty()) t.set("baseline", r.target.baseline);
+      t.set("value", r.target.value);
+      if (r.target.aim > 0) t.set("aim", r.target.aim);
+      j.set("target", t);
+      if (r.ratio > 0) j.set("ratio", r.ratio);
+    }
+    j.set("result", r.result.empty() ? Json() : Json(r.result));
+    if (!r.note.empty()) j.set("note", r.note);
+    arr.push(std::move(j));
+  }
+  return arr;
+}
+
+}  // namespace bench

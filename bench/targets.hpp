@@ -1,0 +1,30 @@
+// bench/targets.hpp — the table's rows for each scenario, with the targets of issue 6
+// ("Targets (medians, same run, this machine)"). One place, so dlock and the peers are held to
+// exactly the same definitions.
+#pragma once
+
+#include <string>
+
+#include "report.hpp"
+
+namespace bench {
+
+// Row ids of the baselines.
+inline const std::string floor_rtt_id = "floor.rtt";
+inline const std::string floor_pairs_id(int connections) { return "floor.pairs.c" + std::to_string(connections); }
+
+void add_floor_rows(Report& r, int multi_connections);
+
+// `prefix` is "" for dlock and "peer.<slug>." for a peer; `callers` names what runs in
+// parallel ("thread" for dlock and redis-py, "concurrent caller" for Node).
+std::string uncontended_id(const std::string& prefix, int callers);
+void add_uncontended_row(Report& r, const std::string& prefix, const std::string& library, int callers,
+                         const std::string& callers_word, int multi_connections);
+
+std::string contended_id(const std::string& prefix, int processes, const std::string& metric);
+void add_contended_rows(Report& r, const std::string& prefix, const std::string& library, int workers, int processes,
+                        bool with_internals);
+
+void add_watchdog_rows(Report& r, int locks);
+
+}  // namespace bench
