@@ -10,6 +10,9 @@ foreach(path IN LISTS SCRIPTS)
   if(NOT clash EQUAL -1)
     message(FATAL_ERROR "${path} contains the raw-string delimiter")
   endif()
+  # Declared extern first: a namespace-scope const has internal linkage otherwise, and the lock
+  # kinds declare their scripts in their own sources, not in scripts/script.hpp.
+  string(APPEND body "extern const Script ${name};\n")
   string(APPEND body "const Script ${name}{\"${name}\", R\"DLOCK_LUA(${text})DLOCK_LUA\", \"${sha}\"};\n")
 endforeach()
 string(APPEND body "}  // namespace dlock::detail::scripts\n")

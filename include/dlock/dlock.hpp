@@ -10,5 +10,7 @@
 #include "dlock/mutex.hpp"
 #include "dlock/options.hpp"
 #include "dlock/reply.hpp"
+#include "dlock/semaphore.hpp"
+#include "dlock/shared_mutex.hpp"
 #include "dlock/result.hpp"
 #include "dlock/url.hpp"

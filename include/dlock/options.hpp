@@ -96,6 +96,7 @@ struct WaitOptions {
   std::optional<milliseconds> timeout;
   // Upper bound on one sleep between attempts when no release notification arrives, jittered
   // by +-20%. This is what lets a waiter notice a release by a client that publishes nothing.
+  // Zero or negative means the default (never a polling loop).
   milliseconds recheck_interval{500};
 };
 

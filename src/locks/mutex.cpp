@@ -72,7 +72,9 @@ void Mutex::lock() {
 
 bool Mutex::timed_try(milliseconds d) {
   if (holds_->holds()) return false;
-  Result<Lease> r = acquire(WaitOptions{std::max(d, milliseconds(0)), {}});
+  WaitOptions w;  // keeps the default recheck interval
+  w.timeout = std::max(d, milliseconds(0));
+  Result<Lease> r = acquire(w);
   if (!r) {
     if (r.code() == errc::busy || r.code() == errc::timeout) return false;
     throw_error(r.code(), r.error().what());

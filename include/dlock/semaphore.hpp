@@ -1,0 +1,134 @@
+// dlock/semaphore.hpp — dlock::Semaphore, a counting semaphore across processes and machines
+// whose permits expire: at most N permits are held at once, and a permit whose holder died
+// (or stopped renewing) is reclaimed when its lease ends.
+//
+// Redis layout (a public contract), for a semaphore named N and the prefix P (default "dlock:"):
+//   P{N}:permits   zset: permit id -> expiry of that permit, in server milliseconds (TIME).
+//                  An acquisition of k permits by owner token T adds the ids "T#1" .. "T#k"; the
+//                  watchdog renews them together by moving their scores forward. Every acquire
+//                  first removes expired entries: that is how a dead holder's permits come back.
+//   P{N}:limit     string: the number of permits N. No TTL. Written by the first acquisition when
+//                  absent (from the constructor's `permits`), and by set_permits().
+//   P{N}:fence     string: counter numbering acquisitions (no TTL, never deleted).
+//   P{N}:released  zset: owner token -> when it released (server ms), kept 30 s, so that a
+//                  retried release is recognised.
+//   P{N}:ch        pub/sub channel: "released" after each release, "resized" after set_permits().
+//   P{N}           never written by a Semaphore. If it exists, a lock of another kind uses the
+//                  name, and the Semaphore reports errc::wrong_type (as it does for a key above
+//                  that holds another type).
+//
+// Changing N at run time: set_permits(n) stores the new limit and wakes the waiters. Raising it
+// lets waiters in at once. Lowering it never revokes a permit that is held (and renewal does
+// not look at the limit): it only keeps new acquisitions out until the holders have released
+// enough that fewer than n permits are held. Every Semaphore object uses the stored limit; the
+// constructor's `permits` only seeds it when none is stored.
+//
+// Tokens: a permit acquisition's Lease carries a token from the semaphore's counter: unique per
+// acquisition and increasing in acquisition order (k permits taken at once share one). It means
+// no exclusion — permits are held concurrently — so a resource must NOT fence with the ">= highest
+// seen" rule (that would reject the older of two legitimate holders). Use it to tell holders
+// apart (logs, idempotency keys, per-permit slots).
+//
+// Waiting: a waiter is woken by a release or resize notification, and in any case tries again
+// when the permits it needs would expire and after WaitOptions::recheck_interval. No fairness:
+// waiters race, and an acquisition of k > 1 permits may wait while single permits come and go.
+//
+// The std::counting_semaphore-like members (acquire(), try_acquire*, release()) take single
+// permits held by this object, not by a thread: any thread may release them, oldest first.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <stop_token>
+#include <string>
+
+#include "dlock/client.hpp"
+#include "dlock/lease.hpp"
+#include "dlock/options.hpp"
+
+namespace dlock {
+
+namespace detail {
+struct AcquireRequest;
+struct ScriptAttemptSpec;
+}  // namespace detail
+
+class Semaphore {
+ public:
+  // Semaphore(client, name, permits, lease)
+  //
+  // `permits` becomes the limit if Redis stores none yet. Names follow Mutex's rules; anything
+  // else throws std::system_error(errc::invalid_argument). Never blocks; touches no server.
+  Semaphore(Client& client, std::string name, std::size_t permits, LeaseOptions lease = {});
+  ~Semaphore();  // releases the permits still held through acquire()/try_acquire*() (noexcept)
+
+  Semaphore(const Semaphore&) = delete;
+  Semaphore& operator=(const Semaphore&) = delete;
+
+  // --- Lease API -----------------------------------------------------------------------------
+  // acquire(k, wait, stop)
+  //
+  // Takes k permits at once (all or none), waiting as WaitOptions says. They form one Lease:
+  // renewed together by the watchdog, released together. A k above the limit waits (the limit
+  // may be raised). Errors: invalid_argument (k == 0), busy (timeout zero and not enough free),
+  // timeout, cancelled, wrong_type, connection, auth, server, script, protocol, overloaded,
+  // called_from_event_loop, shutdown.
+  Result<Lease> acquire(std::size_t k, WaitOptions wait = {}, std::stop_token stop = {});
+  void async_acquire(std::size_t k, WaitOptions wait, std::function<void(Result<Lease>)> done,
+                     std::stop_token stop = {});
+
+  // --- std::counting_semaphore-like members (one permit each, held by this object) ----------
+  // acquire(): blocks until a permit is taken; throws std::system_error on any error.
+  void acquire();
+  // try_acquire(): one attempt; false when no permit is free; throws on other errors.
+  bool try_acquire();
+  template <class Rep, class Period>
+  bool try_acquire_for(const std::chrono::duration<Rep, Period>& d) {
+    return timed_try(std::chrono::ceil<milliseconds>(d));
+  }
+  template <class Clock, class Duration>
+  bool try_acquire_until(const std::chrono::time_point<Clock, Duration>& t) {
+    return timed_try(std::chrono::ceil<milliseconds>(t - Clock::now()));
+  }
+  // release(n): releases n permits taken through the members above, oldest first. Throws
+  // std::system_error(errc::invalid_argument) when fewer are held (and releases none).
+  // A permit found lost is recorded in last_error() (lock_lost), not thrown.
+  void release(std::size_t n = 1);
+  // Permits taken through the members above and not yet released (lost ones included).
+  std::size_t held() const;
+  // The error of the last release() (lock_lost, connection...), else empty.
+  Error last_error() const;
+
+  // --- The limit -----------------------------------------------------------------------------
+  // set_permits(n): stores n as the limit and wakes waiters; held permits are never revoked.
+  // Errors: wrong_type, connection, timeout, auth, server, called_from_event_loop.
+  Result<void> set_permits(std::size_t n);
+  // permits(): the limit stored in Redis (the constructor's when none is stored yet).
+  Result<std::size_t> permits() const;
+  // available(): permits free now: the limit minus the live permits (0 when over the limit).
+  Result<std::size_t> available() const;
+
+  const std::string& name() const noexcept { return name_; }
+  // The semaphore's base key P{N} (never written; its keys are this plus ":permits"...).
+  const std::string& key() const noexcept { return key_; }
+
+ private:
+  bool timed_try(milliseconds d);
+  detail::AcquireRequest request(std::size_t k, WaitOptions wait) const;
+  Result<std::pair<long long, long long>> state() const;
+
+  std::shared_ptr<detail::ClientCore> core_;
+  std::string name_;
+  std::string key_;
+  std::size_t initial_permits_;
+  LeaseOptions lease_;
+  mutable std::mutex mu_;
+  std::deque<Lease> held_;  // permits taken through acquire()/try_acquire*(), oldest first
+  Error last_error_;
+};
+
+}  // namespace dlock

@@ -1,0 +1,129 @@
+// RwThreadHolds: the holds a SharedMutex took through its standard members (lock/lock_shared...),
+// one per thread, each either exclusive or shared. Like ThreadHolds (thread_holds.hpp), plus the
+// mode of the hold and take_mine(), which downgrade() needs to turn the calling thread's
+// exclusive hold into a shared one without releasing it.
+#pragma once
+
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "dlock/lease.hpp"
+
+namespace dlock::detail {
+
+class RwThreadHolds {
+ public:
+  enum class Mode { exclusive, shared };
+
+  ~RwThreadHolds() { release_all(); }
+
+  // True when the calling thread holds a lease in `mode` that is not known to be lost.
+  bool holds(Mode mode) const {
+    std::lock_guard lock(mu_);
+    const Hold* h = mine();
+    return h != nullptr && h->mode == mode && h->lease.held();
+  }
+  // True when the calling thread holds a lease in either mode that is not known to be lost.
+  bool holds_any() const {
+    std::lock_guard lock(mu_);
+    const Hold* h = mine();
+    return h != nullptr && h->lease.held();
+  }
+  // Records the calling thread's new hold (a previous, ended one is dropped).
+  void store(Mode mode, Lease lease) {
+    std::lock_guard lock(mu_);
+    Hold* h = mine();
+    if (h == nullptr) h = &holds_.emplace_back(Hold{std::this_thread::get_id(), mode, {}, {}, false, {}});
+    h->mode = mode;
+    h->token = lease.token();
+    h->lost = false;
+    h->last_error = {};
+    h->lease = std::move(lease);
+  }
+  // Takes the calling thread's lease of `mode` out (nullopt when it has none), leaving its
+  // token and state for the caller to store() back.
+  std::optional<Lease> take_mine(Mode mode) {
+    std::lock_guard lock(mu_);
+    Hold* h = mine();
+    if (h == nullptr || h->mode != mode || !h->lease) return std::nullopt;
+    return std::move(h->lease);
+  }
+  // Releases the calling thread's hold of `mode` (blocking, never throws) and records the
+  // outcome. False when the thread had no hold of that mode (nothing was done).
+  bool release_mine(Mode mode) noexcept {
+    Lease lease;
+    {
+      std::lock_guard lock(mu_);
+      Hold* h = mine();
+      if (h == nullptr || h->mode != mode || !h->lease) return false;
+      lease = std::move(h->lease);
+    }
+    Result<void> r = lease.release();  // outside the lock: it blocks for a round trip
+    std::lock_guard lock(mu_);
+    if (Hold* h = mine()) {
+      h->last_error = r.error();
+      h->lost = lease.lost() || r.code() == errc::lock_lost;
+    }
+    return true;
+  }
+  // Records an error for the calling thread without touching its hold (a mismatched unlock).
+  void note_error(Error e) {
+    std::lock_guard lock(mu_);
+    Hold* h = mine();
+    if (h == nullptr) h = &holds_.emplace_back(Hold{std::this_thread::get_id(), Mode::exclusive, {}, {}, false, {}});
+    h->last_error = std::move(e);
+  }
+  void release_all() noexcept {
+    std::vector<Hold> all;
+    {
+      std::lock_guard lock(mu_);
+      all.swap(holds_);
+    }
+    for (auto& h : all) (void)h.lease.release();
+  }
+
+  FencingToken token() const {
+    std::lock_guard lock(mu_);
+    const Hold* h = mine();
+    return h != nullptr ? h->token : FencingToken{};
+  }
+  bool lost() const {
+    std::lock_guard lock(mu_);
+    const Hold* h = mine();
+    return h != nullptr && (h->lost || h->lease.lost());
+  }
+  milliseconds remaining() const {
+    std::lock_guard lock(mu_);
+    const Hold* h = mine();
+    return h != nullptr ? h->lease.remaining() : milliseconds(0);
+  }
+  Error last_error() const {
+    std::lock_guard lock(mu_);
+    const Hold* h = mine();
+    return h != nullptr ? h->last_error : Error{};
+  }
+
+ private:
+  struct Hold {
+    std::thread::id thread;
+    Mode mode;
+    Lease lease;
+    FencingToken token;
+    bool lost = false;
+    Error last_error;
+  };
+  Hold* mine() const {
+    const auto me = std::this_thread::get_id();
+    for (auto& h : holds_) {
+      if (h.thread == me) return &h;
+    }
+    return nullptr;
+  }
+
+  mutable std::mutex mu_;
+  mutable std::vector<Hold> holds_;
+};
+
+}  // namespace dlock::detail

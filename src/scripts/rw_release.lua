@@ -1,0 +1,50 @@
+-- Release a SharedMutex hold (writer or reader), then notify waiters.
+-- KEYS[1]  P{N}           hash: kind, writer
+-- KEYS[2]  P{N}:readers   zset: reader owner token -> expiry (server ms)
+-- KEYS[3]  P{N}:released  zset: owner token -> when it released (server ms), for idempotence
+-- KEYS[4]  P{N}:wintent   zset: waiting writers' intents
+-- ARGV[1]  owner token
+-- ARGV[2]  the lock's channel  P{N}:ch
+-- ARGV[3]  how long a release is remembered, in milliseconds
+-- Reply:   1  released
+--          2  already released by this same owner (a retried release whose first reply was lost)
+--          0  not held by this owner (expired, revoked, or never held)
+-- A writer's release always publishes; a reader's only when it was the last live reader
+-- (only writers wait for readers to leave).
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local keep = tonumber(ARGV[3])
+-- An acquisition whose reply was lost may have left an intent: withdraw it.
+redis.pcall('ZREM', KEYS[4], ARGV[1])
+local function remember()
+  redis.pcall('ZREMRANGEBYSCORE', KEYS[3], '-inf', now - keep)
+  redis.pcall('ZADD', KEYS[3], now, ARGV[1])
+  redis.pcall('PEXPIRE', KEYS[3], keep)
+end
+
+if redis.pcall('HGET', KEYS[1], 'writer') == ARGV[1] then
+  redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+  if redis.call('ZCARD', KEYS[2]) == 0 then
+    redis.call('DEL', KEYS[1])
+  else
+    redis.call('HDEL', KEYS[1], 'writer')
+  end
+  remember()
+  redis.pcall('PUBLISH', ARGV[2], 'released')
+  return 1
+end
+
+local score = redis.pcall('ZSCORE', KEYS[2], ARGV[1])
+if type(score) == 'string' then
+  redis.call('ZREM', KEYS[2], ARGV[1])
+  if tonumber(score) <= now or redis.pcall('HGET', KEYS[1], 'kind') ~= 'SharedMutex' then return 0 end
+  remember()
+  redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+  if redis.call('ZCARD', KEYS[2]) == 0 then
+    if redis.call('HEXISTS', KEYS[1], 'writer') == 0 then redis.call('DEL', KEYS[1]) end
+    redis.pcall('PUBLISH', ARGV[2], 'released')
+  end
+  return 1
+end
+if type(redis.pcall('ZSCORE', KEYS[3], ARGV[1])) == 'string' then return 2 end
+return 0

@@ -1,0 +1,40 @@
+-- Release the permits of one Semaphore acquisition, then notify waiters.
+-- KEYS[1]  P{N}:permits   zset: permit id -> expiry (server ms)
+-- KEYS[2]  P{N}:released  zset: owner token -> when it released (server ms), for idempotence
+-- ARGV[1]  owner token
+-- ARGV[2]  the semaphore's channel  P{N}:ch
+-- ARGV[3]  how long a release is remembered, in milliseconds
+-- ARGV[4]  k, the number of permits of this acquisition
+-- Reply:   1  released
+--          2  already released by this same owner (a retried release whose first reply was lost)
+--          0  not held by this owner (expired and reclaimed, deleted, or never held)
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local keep = tonumber(ARGV[3])
+local k = tonumber(ARGV[4])
+local live = true
+local found = false
+for i = 1, k do
+  local s = redis.pcall('ZSCORE', KEYS[1], ARGV[1] .. '#' .. i)
+  if type(s) == 'string' then
+    found = true
+    if tonumber(s) <= now then live = false end
+    redis.call('ZREM', KEYS[1], ARGV[1] .. '#' .. i)
+  else
+    live = false
+  end
+end
+if found and live then
+  redis.pcall('ZREMRANGEBYSCORE', KEYS[2], '-inf', now - keep)
+  redis.pcall('ZADD', KEYS[2], now, ARGV[1])
+  redis.pcall('PEXPIRE', KEYS[2], keep)
+  redis.pcall('PUBLISH', ARGV[2], 'released')
+  return 1
+end
+if found then
+  -- Some were left by a hold that had already expired: room was freed all the same.
+  redis.pcall('PUBLISH', ARGV[2], 'released')
+  return 0
+end
+if type(redis.pcall('ZSCORE', KEYS[2], ARGV[1])) == 'string' then return 2 end
+return 0

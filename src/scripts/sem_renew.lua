@@ -1,0 +1,21 @@
+-- Renew or extend the permits of one Semaphore acquisition, only while all are still held.
+-- KEYS[1]  P{N}:permits   zset: permit id -> expiry (server ms)
+-- ARGV[1]  owner token
+-- ARGV[2]  new TTL in milliseconds
+-- ARGV[3]  k, the number of permits of this acquisition ("<owner>#1" .. "<owner>#k")
+-- Reply:   1  renewed;  0  not held any more (the lease is lost; what is left of it is removed)
+-- Never re-creates a permit, and never checks the limit: a lowered limit revokes nothing.
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local k = tonumber(ARGV[3])
+for i = 1, k do
+  local s = redis.pcall('ZSCORE', KEYS[1], ARGV[1] .. '#' .. i)
+  if type(s) ~= 'string' or tonumber(s) <= now then
+    for j = 1, k do redis.pcall('ZREM', KEYS[1], ARGV[1] .. '#' .. j) end
+    return 0
+  end
+end
+local ttl = tonumber(ARGV[2])
+for i = 1, k do redis.call('ZADD', KEYS[1], 'XX', now + ttl, ARGV[1] .. '#' .. i) end
+if redis.call('PTTL', KEYS[1]) < ttl then redis.call('PEXPIRE', KEYS[1], ttl) end
+return 1

@@ -1,0 +1,390 @@
+// Integration tests of dlock::Semaphore (counting semaphore with expiring permits) against real
+// redis-server processes.
+//
+// The number of concurrent holders is measured behind dlock's back with a gauge in Redis (INCR
+// on entry, DECR on exit), so threads and forked processes are counted alike.
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <future>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <system_error>
+#include <thread>
+#include <vector>
+
+#include "dlock/dlock.hpp"
+#include "dlock/semaphore.hpp"
+#include "support/process.hpp"
+#include "support/raw_connection.hpp"
+#include "support/redis_server.hpp"
+#include "support/server_fixture.hpp"
+#include "support/wait.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+using dlock::test::ChildProcess;
+using dlock::test::eventually;
+using dlock::test::ms_since;
+using SteadyClock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+using SemaphoreTest = dlock::test::ServerFixture;
+
+std::string key_of(const std::string& name) { return "dlock:{" + name + "}"; }
+
+dlock::LeaseOptions watchdog(milliseconds ttl) {
+  dlock::LeaseOptions o;
+  o.ttl = ttl;
+  return o;
+}
+
+dlock::WaitOptions no_wait() { return dlock::WaitOptions{milliseconds(0), milliseconds(500)}; }
+dlock::WaitOptions wait_for(milliseconds timeout, milliseconds recheck = 100ms) {
+  return dlock::WaitOptions{timeout, recheck};
+}
+
+long long to_count(const std::string& s) { return s == "(nil)" ? 0 : std::stoll(s); }
+
+struct LossProbe {
+  std::atomic<int> calls{0};
+  std::atomic<int> reason{-1};
+  void attach(dlock::LeaseOptions& o) {
+    o.events.on_lost = [this](dlock::LossReason r) {
+      reason.store(static_cast<int>(r));
+      calls.fetch_add(1);
+    };
+  }
+};
+
+// Enter: INCR "inside", keep its maximum in "inside_max"; returns how many are inside now.
+const char* kEnter =
+    "redis.call('INCR', 'entries') "
+    "local v = redis.call('INCR', KEYS[1]) "
+    "if v > tonumber(redis.call('GET', KEYS[2]) or '0') then redis.call('SET', KEYS[2], v) end "
+    "return v";
+long long enter(dlock::Client& c) {
+  auto r = c.command({"EVAL", kEnter, "2", "inside", "inside_max"});
+  return r.ok() && r->is_integer() ? r->integer() : -1;
+}
+bool leave(dlock::Client& c) { return c.command({"DECR", "inside"}).ok(); }
+
+// ----------------------------------------------------------------------------------- limit
+
+// Five threads (each with its own Client) and two processes compete for 3 permits, half through
+// the Lease API, half through the counting_semaphore members: never more than 3 inside.
+TEST_F(SemaphoreTest, LimitHoldsAcrossThreadsAndProcesses) {
+  constexpr std::size_t kPermits = 3;
+  constexpr int kThreads = 5;
+  constexpr int kChildren = 2;
+  constexpr int kIters = 12;
+  const std::string url = server->url();
+  std::vector<std::unique_ptr<ChildProcess>> children;
+  for (int i = 0; i < kChildren; ++i) {
+    children.push_back(std::make_unique<ChildProcess>([url]() -> int {
+      dlock::Client c(url);
+      if (!c.ping().ok()) return 2;
+      dlock::Semaphore sem(c, "pool", kPermits);
+      for (int k = 0; k < kIters; ++k) {
+        auto permit = sem.acquire(1, dlock::WaitOptions{20000ms, 100ms});
+        if (!permit.ok()) return 3;
+        const long long inside = enter(c);
+        if (inside < 1 || inside > static_cast<long long>(kPermits)) return 4;
+        std::this_thread::sleep_for(4ms);
+        if (!leave(c)) return 5;
+        if (!permit->release().ok()) return 6;
+      }
+      return 0;
+    }));
+  }
+  std::atomic<int> violations{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      try {
+        dlock::Client c(url);
+        dlock::Semaphore sem(c, "pool", kPermits);
+        for (int k = 0; k < kIters; ++k) {
+          std::optional<dlock::Lease> permit;
+          if (t % 2 == 0) {
+            sem.acquire();
+          } else {
+            auto r = sem.acquire(1, dlock::WaitOptions{20000ms, 100ms});
+            if (!r.ok()) throw std::runtime_error(r.error().what());
+            permit.emplace(std::move(*r));
+          }
+          const long long inside = enter(c);
+          if (inside < 1 || inside > static_cast<long long>(kPermits)) violations.fetch_add(1);
+          std::this_thread::sleep_for(4ms);
+          leave(c);
+          if (permit) {
+            if (!permit->release().ok()) violations.fetch_add(1);
+          } else {
+            sem.release();
+            if (sem.last_error()) violations.fetch_add(1);
+          }
+        }
+      } catch (const std::exception& e) {
+        ADD_FAILURE() << "worker: " << e.what();
+        violations.fetch_add(1);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (auto& ch : children) {
+    auto code = ch->wait_for(40s);
+    ASSERT_TRUE(code.has_value()) << "child " << ch->pid() << " did not finish";
+    EXPECT_EQ(*code, 0) << "child " << ch->pid() << " saw a violation (4: more than 3 inside)";
+  }
+  EXPECT_EQ(violations.load(), 0);
+  const long long max_inside = to_count(raw->cmd({"GET", "inside_max"}));
+  EXPECT_LE(max_inside, static_cast<long long>(kPermits)) << "the limit was exceeded";
+  EXPECT_GE(max_inside, 2) << "permits were never held concurrently: a mutex, not a semaphore";
+  EXPECT_EQ(to_count(raw->cmd({"GET", "inside"})), 0);
+  EXPECT_EQ(to_count(raw->cmd({"GET", "entries"})), (kThreads + kChildren) * kIters);
+  EXPECT_EQ(raw->cmd_int({"EXISTS", key_of("pool") + ":permits"}), 0) << "permits left behind";
+  EXPECT_EQ(raw->cmd({"GET", key_of("pool") + ":limit"}), "3");
+}
+
+// k permits at once: all or nothing, one Lease, ids "<owner>#1".."#k"; tokens differ and rise.
+TEST_F(SemaphoreTest, SeveralPermitsAtOnce) {
+  dlock::Semaphore sem(*client, "multi", 3);
+  auto two = sem.acquire(2, no_wait());
+  ASSERT_TRUE(two.ok()) << two.error().what();
+  const std::string permits = sem.key() + ":permits";
+  EXPECT_EQ(raw->cmd_int({"ZCARD", permits}), 2);
+  EXPECT_NE(raw->cmd({"ZSCORE", permits, two->owner() + "#1"}), "(nil)");
+  EXPECT_NE(raw->cmd({"ZSCORE", permits, two->owner() + "#2"}), "(nil)");
+  EXPECT_EQ(sem.acquire(2, no_wait()).code(), make_error_code(dlock::errc::busy)) << "2 + 2 > 3 was granted";
+  EXPECT_EQ(raw->cmd_int({"ZCARD", permits}), 2) << "a refused acquisition took permits";
+  auto one = sem.acquire(1, no_wait());
+  ASSERT_TRUE(one.ok()) << one.error().what();
+  EXPECT_GT(one->token(), two->token());
+  EXPECT_EQ(sem.acquire(1, no_wait()).code(), make_error_code(dlock::errc::busy));
+  EXPECT_EQ(sem.acquire(4, wait_for(200ms)).code(), make_error_code(dlock::errc::timeout)) << "k above the limit";
+  EXPECT_EQ(sem.acquire(0, no_wait()).code(), make_error_code(dlock::errc::invalid_argument));
+  auto avail = sem.available();
+  ASSERT_TRUE(avail.ok()) << avail.error().what();
+  EXPECT_EQ(*avail, 0u);
+  EXPECT_TRUE(two->release().ok());
+  EXPECT_TRUE(two->release().ok()) << "a repeated release must be harmless";
+  EXPECT_EQ(raw->cmd_int({"ZCARD", permits}), 1);
+  EXPECT_EQ(sem.available().value(), 2u);
+  EXPECT_TRUE(one->release().ok());
+}
+
+// The counting_semaphore members: permits belong to the object, any thread releases them, and
+// release(n) with fewer held throws without releasing anything.
+TEST_F(SemaphoreTest, CountingSemaphoreMembers) {
+  dlock::Semaphore sem(*client, "std", 2);
+  EXPECT_TRUE(sem.try_acquire());
+  EXPECT_TRUE(sem.try_acquire_for(100ms));
+  EXPECT_FALSE(sem.try_acquire());
+  EXPECT_FALSE(sem.try_acquire_until(SteadyClock::now() + 150ms));
+  EXPECT_EQ(sem.held(), 2u);
+  EXPECT_THROW(sem.release(3), std::system_error);
+  EXPECT_EQ(sem.held(), 2u);
+  std::thread([&] { sem.release(2); }).join();
+  EXPECT_EQ(sem.held(), 0u);
+  EXPECT_FALSE(sem.last_error()) << sem.last_error().what();
+  EXPECT_EQ(raw->cmd_int({"EXISTS", sem.key() + ":permits"}), 0);
+  sem.acquire();
+  EXPECT_EQ(raw->cmd_int({"ZCARD", sem.key() + ":permits"}), 1);
+}
+
+// ------------------------------------------------------------------------------ waiting
+
+// A waiter whose recheck interval is 10 s is woken by the release notification at once.
+TEST_F(SemaphoreTest, WaiterWokenByRelease) {
+  dlock::Semaphore holder(*client, "wake", 1);
+  auto held = holder.acquire(1, no_wait());
+  ASSERT_TRUE(held.ok()) << held.error().what();
+  dlock::Client wc(server->url());
+  dlock::Semaphore waiter(wc, "wake", 1);
+  auto fut = std::async(std::launch::async, [&] {
+    auto r = waiter.acquire(1, dlock::WaitOptions{8000ms, 10000ms});
+    return std::make_pair(std::move(r), SteadyClock::now());
+  });
+  std::this_thread::sleep_for(300ms);  // its first try finds no free permit
+  ASSERT_EQ(fut.wait_for(0ms), std::future_status::timeout) << "the waiter got a permit that was taken";
+  const auto t0 = SteadyClock::now();
+  ASSERT_TRUE(held->release().ok());
+  ASSERT_EQ(fut.wait_for(5s), std::future_status::ready);
+  auto [got, t1] = fut.get();
+  ASSERT_TRUE(got.ok()) << got.error().what();
+  EXPECT_LT(t1 - t0, 700ms) << "the waiter was not woken by the release";
+  EXPECT_TRUE(got->release().ok());
+}
+
+// ---------------------------------------------------------------------- crash, renewal, loss
+
+// A process holding a permit is killed: its permit expires at its TTL and is reclaimed, while
+// the other holder's permit (renewed, with a long TTL) keeps the permits' zset alive: only
+// purging the expired entry lets a newcomer in.
+TEST_F(SemaphoreTest, CrashedHoldersPermitIsReclaimed) {
+  const std::string url = server->url();
+  ChildProcess child([url]() -> int {
+    dlock::Client c(url);
+    if (!c.ping().ok()) return 2;
+    dlock::Semaphore sem(c, "crash", 2, watchdog(900ms));
+    auto permit = sem.acquire(1, no_wait());
+    if (!permit.ok()) return 3;
+    if (!c.command({"SET", "child-ready", "1"}).ok()) return 4;
+    std::this_thread::sleep_for(60s);  // killed long before
+    return 0;
+  });
+  ASSERT_TRUE(eventually([&] { return raw->cmd({"GET", "child-ready"}) == "1"; }, 5000ms));
+  dlock::Semaphore keeper(*client, "crash", 2, watchdog(5000ms));
+  auto kept = keeper.acquire(1, no_wait());
+  ASSERT_TRUE(kept.ok()) << kept.error().what();
+  dlock::Semaphore sem(*client, "crash", 2);
+  EXPECT_FALSE(sem.try_acquire());
+  std::this_thread::sleep_for(1200ms);  // renewed past its TTL while the child lives
+  EXPECT_FALSE(sem.try_acquire());
+
+  child.signal(SIGKILL);
+  EXPECT_EQ(child.wait(), 128 + SIGKILL);
+  const auto t0 = SteadyClock::now();
+  auto permit = sem.acquire(1, wait_for(5000ms));
+  ASSERT_TRUE(permit.ok()) << "the dead holder's permit was never reclaimed: " << permit.error().what();
+  const auto waited = ms_since(t0);
+  // Renewed every 300 ms with a 900 ms TTL: it expires 600-900 ms after the kill.
+  EXPECT_GE(waited, 400ms) << "the permit was reclaimed while its lease was still valid";
+  EXPECT_LT(waited, 2500ms);
+  EXPECT_EQ(raw->cmd_int({"ZCARD", sem.key() + ":permits"}), 2);
+  EXPECT_TRUE(kept->held());
+  EXPECT_TRUE(permit->release().ok());
+  EXPECT_TRUE(kept->release().ok());
+}
+
+// The watchdog renews a permit: a 300 ms permit held for 1.2 s stays held and excludes others.
+TEST_F(SemaphoreTest, WatchdogRenewsPermits) {
+  LossProbe probe;
+  auto opts = watchdog(300ms);
+  probe.attach(opts);
+  dlock::Semaphore sem(*client, "renew", 1, opts);
+  auto permit = sem.acquire(1, no_wait());
+  ASSERT_TRUE(permit.ok()) << permit.error().what();
+  dlock::Client oc(server->url());
+  dlock::Semaphore other(oc, "renew", 1);
+  const auto t0 = SteadyClock::now();
+  while (SteadyClock::now() - t0 < 1200ms) {
+    EXPECT_FALSE(other.try_acquire()) << "after " << ms_since(t0).count() << " ms";
+    std::this_thread::sleep_for(100ms);
+  }
+  EXPECT_TRUE(permit->held());
+  EXPECT_EQ(probe.calls.load(), 0);
+  EXPECT_TRUE(permit->release().ok());
+  EXPECT_TRUE(other.try_acquire());
+}
+
+// A permit removed behind the holder's back: on_lost(taken), and release reports lock_lost.
+TEST_F(SemaphoreTest, LossIsReported) {
+  LossProbe probe;
+  auto opts = watchdog(600ms);
+  probe.attach(opts);
+  dlock::Semaphore sem(*client, "loss", 2, opts);
+  auto permit = sem.acquire(1, no_wait());
+  ASSERT_TRUE(permit.ok()) << permit.error().what();
+  ASSERT_EQ(raw->cmd_int({"ZREM", sem.key() + ":permits", permit->owner() + "#1"}), 1);
+  ASSERT_TRUE(eventually([&] { return probe.calls.load() == 1; }, 2000ms)) << "loss not reported";
+  EXPECT_EQ(probe.reason.load(), static_cast<int>(dlock::LossReason::taken));
+  EXPECT_TRUE(permit->lost());
+  EXPECT_EQ(permit->release().code(), make_error_code(dlock::errc::lock_lost));
+
+  // Through the counting_semaphore members: recorded in last_error().
+  sem.acquire();
+  ASSERT_EQ(raw->cmd({"DEL", sem.key() + ":permits"}), "1");
+  ASSERT_TRUE(eventually([&] { return probe.calls.load() == 2; }, 2000ms)) << "loss not reported";
+  sem.release();
+  EXPECT_EQ(sem.last_error().code, make_error_code(dlock::errc::lock_lost));
+  EXPECT_EQ(raw->cmd_int({"EXISTS", sem.key() + ":permits"}), 0) << "a renewal re-created a lost permit";
+}
+
+// --------------------------------------------------------------------- changing the limit
+
+// Raising N lets a waiter in at once; lowering N revokes nothing but keeps newcomers out until
+// enough permits were released.
+TEST_F(SemaphoreTest, ChangingTheLimitAtRuntime) {
+  dlock::Semaphore sem(*client, "resize", 1);
+  auto first = sem.acquire(1, no_wait());
+  ASSERT_TRUE(first.ok()) << first.error().what();
+  EXPECT_EQ(raw->cmd({"GET", sem.key() + ":limit"}), "1");
+  // Another object constructed with another N uses the stored limit.
+  dlock::Client oc(server->url());
+  dlock::Semaphore other(oc, "resize", 10);
+  EXPECT_EQ(other.permits().value(), 1u);
+  EXPECT_EQ(other.acquire(1, no_wait()).code(), make_error_code(dlock::errc::busy));
+
+  auto fut = std::async(std::launch::async, [&] {
+    auto r = other.acquire(1, dlock::WaitOptions{8000ms, 10000ms});
+    return std::make_pair(std::move(r), SteadyClock::now());
+  });
+  std::this_thread::sleep_for(300ms);
+  ASSERT_EQ(fut.wait_for(0ms), std::future_status::timeout);
+  const auto t0 = SteadyClock::now();
+  ASSERT_TRUE(sem.set_permits(3).ok());
+  ASSERT_EQ(fut.wait_for(5s), std::future_status::ready);
+  auto [second, t1] = fut.get();
+  ASSERT_TRUE(second.ok()) << second.error().what();
+  EXPECT_LT(t1 - t0, 700ms) << "the waiter was not woken by the new limit";
+  EXPECT_EQ(raw->cmd({"GET", sem.key() + ":limit"}), "3");
+  auto third = sem.acquire(1, no_wait());
+  ASSERT_TRUE(third.ok()) << third.error().what();
+  EXPECT_EQ(sem.acquire(1, no_wait()).code(), make_error_code(dlock::errc::busy)) << "a 4th permit of 3";
+
+  // Lower to 1 while 3 are held: nobody loses a permit.
+  ASSERT_TRUE(sem.set_permits(1).ok());
+  EXPECT_EQ(sem.permits().value(), 1u);
+  EXPECT_EQ(sem.available().value(), 0u);
+  EXPECT_EQ(raw->cmd_int({"ZCARD", sem.key() + ":permits"}), 3);
+  std::this_thread::sleep_for(200ms);
+  EXPECT_TRUE(first->held() && second->held() && third->held());
+  EXPECT_EQ(sem.acquire(1, no_wait()).code(), make_error_code(dlock::errc::busy));
+  ASSERT_TRUE(first->release().ok());
+  ASSERT_TRUE(second->release().ok());
+  EXPECT_EQ(sem.acquire(1, no_wait()).code(), make_error_code(dlock::errc::busy)) << "1 held, limit 1";
+  ASSERT_TRUE(third->release().ok());
+  auto again = sem.acquire(1, no_wait());
+  EXPECT_TRUE(again.ok()) << again.error().what();
+  EXPECT_EQ(sem.acquire(1, no_wait()).code(), make_error_code(dlock::errc::busy));
+}
+
+// ---------------------------------------------------------------------------- wrong type
+
+TEST_F(SemaphoreTest, WrongTypeOnKeysOfAnotherKind) {
+  const auto wrong = make_error_code(dlock::errc::wrong_type);
+  {
+    ASSERT_EQ(raw->cmd({"SET", key_of("str-permits") + ":permits", "x"}), "OK");
+    dlock::Semaphore sem(*client, "str-permits", 2);
+    auto r = sem.acquire(1, no_wait());
+    EXPECT_EQ(r.code(), wrong);
+    EXPECT_NE(r.error().what().find("Semaphore"), std::string::npos) << r.error().what();
+    EXPECT_THROW(sem.acquire(), std::system_error);
+    EXPECT_EQ(sem.set_permits(3).code(), wrong);
+    EXPECT_EQ(sem.available().code(), wrong);
+    EXPECT_EQ(raw->cmd({"GET", key_of("str-permits") + ":permits"}), "x");
+  }
+  {
+    ASSERT_EQ(raw->cmd_int({"LPUSH", key_of("list-limit") + ":limit", "3"}), 1);
+    dlock::Semaphore sem(*client, "list-limit", 2);
+    EXPECT_EQ(sem.acquire(1, no_wait()).code(), wrong);
+  }
+  {
+    // A Mutex holds the name.
+    dlock::Mutex mutex(*client, "kinds");
+    auto held = mutex.acquire(no_wait());
+    ASSERT_TRUE(held.ok());
+    dlock::Semaphore sem(*client, "kinds", 2);
+    EXPECT_EQ(sem.acquire(1, no_wait()).code(), wrong);
+    EXPECT_EQ(raw->cmd_int({"EXISTS", key_of("kinds") + ":permits"}), 0);
+  }
+}
+
+}  // namespace
