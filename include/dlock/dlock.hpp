@@ -5,6 +5,7 @@
 #include "dlock/clock.hpp"
 #include "dlock/duration.hpp"
 #include "dlock/error.hpp"
+#include "dlock/fair_lock.hpp"
 #include "dlock/fencing.hpp"
 #include "dlock/lease.hpp"
 #include "dlock/mutex.hpp"

@@ -1,0 +1,99 @@
+#include "dlock/fair_lock.hpp"
+
+#include <algorithm>
+
+#include "client_core.hpp"
+#include "locks/fair_wait.hpp"
+#include "locks/thread_holds.hpp"
+#include "util/names.hpp"
+
+namespace dlock {
+
+using namespace detail;
+
+namespace {
+
+// How long the release marker (P{N}:rel) lives: long enough for any retry of a release.
+constexpr milliseconds release_marker_ttl{30000};
+// Shorter waiter TTLs would have waiters renew their places every few milliseconds.
+constexpr milliseconds min_waiter_ttl{30};
+
+}  // namespace
+
+FairLock::FairLock(Client& client, std::string name, LeaseOptions lease, FairLockOptions fair)
+    : core_(client.core()), holds_(std::make_unique<ThreadHolds>()) {
+  if (auto ok = validate_lock_name(name); !ok) throw_error(ok.code(), ok.error().what());
+  if (auto ok = validate_lease(lease); !ok) throw_error(ok.code(), ok.error().what());
+  if (fair.waiter_ttl < min_waiter_ttl) {
+    throw_error(make_error_code(errc::invalid_argument),
+                "FairLock waiter TTL must be at least " + std::to_string(min_waiter_ttl.count()) + " ms");
+  }
+  auto spec = std::make_shared<FairSpec>();
+  spec->key = core_->lock_key(name);
+  spec->fence_key = spec->key + ":fence";
+  spec->queue_key = spec->key + ":queue";
+  spec->timeouts_key = spec->key + ":timeouts";
+  spec->channel_prefix = spec->key + ":ch:";
+  spec->what = "FairLock '" + name + "' on " + core_->address().display();
+  spec->lease = std::move(lease);
+  spec->waiter_ttl = fair.waiter_ttl;
+  // The lock key has Mutex's layout, so Mutex's renewal script serves (and the CLI's tools
+  // read it alike); the release also wakes the head of the queue. A forced unlock announces
+  // "revoked" on P{N}:ch, as for Mutex (LeaseOptions::listen_for_revocation).
+  auto hold = std::make_shared<HoldScripts>();
+  hold->renew = &scripts::mutex_renew;
+  hold->renew_keys = {spec->key};
+  hold->release = &scripts::fair_release;
+  hold->release_keys = {spec->key, spec->key + ":rel", spec->queue_key, spec->timeouts_key};
+  hold->release_extra = {spec->channel_prefix, std::to_string(release_marker_ttl.count())};
+  hold->channel = spec->key + ":ch";
+  spec->hold = std::move(hold);
+  spec->name = std::move(name);
+  spec_ = std::move(spec);
+}
+
+FairLock::~FairLock() = default;  // ThreadHolds releases what lock() took
+
+Result<Lease> FairLock::acquire(WaitOptions wait, std::stop_token stop) {
+  return fair_acquire_blocking(core_, spec_, wait, std::move(stop));
+}
+
+void FairLock::async_acquire(WaitOptions wait, std::function<void(Result<Lease>)> done, std::stop_token stop) {
+  start_fair_acquire(core_, spec_, wait, std::move(done), std::move(stop));
+}
+
+void FairLock::lock() {
+  // Not reentrant: waiting for our own hold would only end when it is lost.
+  if (holds_->holds()) {
+    throw std::system_error(std::make_error_code(std::errc::resource_deadlock_would_occur),
+                            "FairLock '" + spec_->name + "' is already held by this thread");
+  }
+  Result<Lease> r = acquire(WaitOptions{});
+  if (!r) throw_error(r.code(), r.error().what());
+  holds_->store(std::move(*r));
+}
+
+bool FairLock::timed_try(milliseconds d) {
+  if (holds_->holds()) return false;
+  WaitOptions wait;  // (not WaitOptions{d, {}}: that would make the recheck interval zero)
+  wait.timeout = std::max(d, milliseconds(0));
+  Result<Lease> r = acquire(wait);
+  if (!r) {
+    if (r.code() == errc::busy || r.code() == errc::timeout) return false;
+    throw_error(r.code(), r.error().what());
+  }
+  holds_->store(std::move(*r));
+  return true;
+}
+
+bool FairLock::try_lock() { return timed_try(milliseconds(0)); }
+void FairLock::unlock() noexcept { holds_->release_mine(); }
+bool FairLock::owns_lock() const noexcept { return holds_->holds(); }
+FencingToken FairLock::fencing_token() const noexcept { return holds_->token(); }
+bool FairLock::lost() const noexcept { return holds_->lost(); }
+milliseconds FairLock::remaining() const noexcept { return holds_->remaining(); }
+Error FairLock::last_error() const { return holds_->last_error(); }
+const std::string& FairLock::name() const noexcept { return spec_->name; }
+const std::string& FairLock::key() const noexcept { return spec_->key; }
+
+}  // namespace dlock

@@ -1,0 +1,743 @@
+// Integration tests of dlock::FairLock against real redis-server processes.
+//
+// Every test starts its own server (support/redis_server.hpp) and looks behind dlock's back
+// through a plain hiredis connection (support/raw_connection.hpp): the queue's length, the
+// waiters' channels, the server's command statistics.
+
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <stop_token>
+#include <string>
+#include <system_error>
+#include <thread>
+#include <vector>
+
+#include "dlock/dlock.hpp"
+#include "dlock/fair_lock.hpp"
+#include "scripts/script.hpp"
+#include "support/process.hpp"
+#include "support/raw_connection.hpp"
+#include "support/redis_server.hpp"
+#include "support/server_fixture.hpp"
+#include "support/wait.hpp"
+
+namespace dlock::detail::scripts {
+extern const Script fair_force_unlock;
+}
+
+namespace {
+
+using namespace std::chrono_literals;
+using dlock::test::ChildProcess;
+using dlock::test::RawConnection;
+using dlock::test::eventually;
+using dlock::test::ms_since;
+using dlock::test::SteadyClock;
+using std::chrono::milliseconds;
+
+std::string key_of(const std::string& name) { return "dlock:{" + name + "}"; }
+std::string queue_of(const std::string& name) { return key_of(name) + ":queue"; }
+std::string timeouts_of(const std::string& name) { return key_of(name) + ":timeouts"; }
+
+long long to_count(const std::string& s) { return s == "(nil)" ? 0 : std::stoll(s); }
+
+dlock::WaitOptions no_wait() { return dlock::WaitOptions{milliseconds(0), milliseconds(500)}; }
+// Waits up to `timeout`, rechecking only every 10 s: whatever is faster came from a notification.
+dlock::WaitOptions notified(milliseconds timeout = 20s) { return dlock::WaitOptions{timeout, 10000ms}; }
+
+dlock::FairLockOptions waiter_ttl(milliseconds ttl) {
+  dlock::FairLockOptions o;
+  o.waiter_ttl = ttl;
+  return o;
+}
+
+dlock::LeaseOptions watchdog(milliseconds ttl) {
+  dlock::LeaseOptions o;
+  o.ttl = ttl;
+  return o;
+}
+
+struct LossProbe {
+  std::atomic<int> calls{0};
+  std::atomic<int> reason{-1};
+  void attach(dlock::LeaseOptions& o) {
+    o.events.on_lost = [this](dlock::LossReason r) {
+      reason.store(static_cast<int>(r));
+      calls.fetch_add(1);
+    };
+  }
+};
+
+// Calls of EVALSHA and EVAL the server has executed so far (INFO commandstats).
+long long script_calls(RawConnection& raw) {
+  const std::string info = raw.cmd({"INFO", "commandstats"});
+  long long total = 0;
+  for (const char* name : {"cmdstat_evalsha:calls=", "cmdstat_eval:calls="}) {
+    const auto pos = info.find(name);
+    if (pos != std::string::npos) total += std::stoll(info.substr(pos + std::string(name).size()));
+  }
+  return total;
+}
+
+long long subscribers(RawConnection& raw, const std::string& channel) {
+  auto r = raw.cmd_array({"PUBSUB", "NUMSUB", channel});
+  return r.size() == 2 ? std::stoll(r[1]) : -1;
+}
+
+// The server's clock in ms (TIME), as the scripts read it.
+long long server_ms(RawConnection& raw) {
+  auto t = raw.cmd_array({"TIME"});
+  return std::stoll(t[0]) * 1000 + std::stoll(t[1]) / 1000;
+}
+
+class FairLockTest : public dlock::test::ServerFixture {
+ protected:
+  std::string get(const std::string& key) { return raw->cmd({"GET", key}); }
+  long long exists(const std::string& key) { return raw->cmd_int({"EXISTS", key}); }
+  long long queued(const std::string& name) { return raw->cmd_int({"LLEN", queue_of(name)}); }
+  // Waits until `n` waiters are queued for `name`.
+  bool queue_reaches(const std::string& name, long long n) {
+    return eventually([&] { return queued(name) == n; }, 5000ms);
+  }
+};
+
+// ------------------------------------------------------------------------------- FIFO order
+
+// Eight threads queue one after the other (half share one Client, half have their own); after
+// the release they get the lock exactly in arrival order, each woken by a notification.
+TEST_F(FairLockTest, FifoOrderAcrossThreadsAndClients) {
+  constexpr int kWaiters = 8;
+  const std::string name = "fifo-threads";
+  dlock::FairLock holder(*client, name);
+  auto held = holder.acquire(no_wait());
+  ASSERT_TRUE(held.ok()) << held.error().what();
+
+  std::vector<std::unique_ptr<dlock::Client>> own;
+  for (int i = 0; i < kWaiters; ++i) own.push_back(std::make_unique<dlock::Client>(server->url()));
+  dlock::FairLock shared_lock(*client, name);  // one object, many threads (the std members)
+  std::mutex mu;
+  std::vector<int> order;
+  std::vector<std::string> errors;
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kWaiters; ++i) {
+    threads.emplace_back([&, i] {
+      auto record = [&] {
+        std::lock_guard g(mu);
+        order.push_back(i);
+      };
+      if (i % 2 == 0) {
+        // try_lock_for through the std adapter of a FairLock object shared by these threads.
+        if (!shared_lock.try_lock_for(20s)) {
+          std::lock_guard g(mu);
+          errors.push_back("waiter " + std::to_string(i) + " timed out");
+          return;
+        }
+        record();
+        std::this_thread::sleep_for(10ms);
+        shared_lock.unlock();
+      } else {
+        dlock::FairLock mine(*own[i], name);
+        auto r = mine.acquire(notified());
+        if (!r.ok()) {
+          std::lock_guard g(mu);
+          errors.push_back("waiter " + std::to_string(i) + ": " + r.error().what());
+          return;
+        }
+        record();
+        std::this_thread::sleep_for(10ms);
+        (void)r->release();
+      }
+    });
+    ASSERT_TRUE(queue_reaches(name, i + 1)) << "waiter " << i << " never queued";
+  }
+  const auto t0 = SteadyClock::now();
+  ASSERT_TRUE(held->release().ok());
+  for (auto& t : threads) t.join();
+  EXPECT_TRUE(errors.empty()) << errors.front();
+  std::vector<int> expected;
+  for (int i = 0; i < kWaiters; ++i) expected.push_back(i);
+  EXPECT_EQ(order, expected) << "waiters were not served in arrival order";
+  // Each handoff is a notification to the new head, not a poll (recheck 10 s, renewal ~1.7 s).
+  EXPECT_LT(ms_since(t0), 3000ms);
+  EXPECT_EQ(exists(key_of(name)), 0);
+  EXPECT_EQ(queued(name), 0);
+  EXPECT_EQ(raw->cmd_int({"ZCARD", timeouts_of(name)}), 0);
+}
+
+// Waiters in separate OS processes, interleaved with threads of this process: served in order.
+// The head (a process) is frozen (SIGSTOP) when the lock is released and thawed 800 ms later: the
+// waiters behind it keep renewing their places meanwhile, finding the lock free, and must not
+// take it ahead of the head, whose place is still valid.
+TEST_F(FairLockTest, FifoOrderAcrossProcesses) {
+  constexpr int kWaiters = 6;
+  const std::string name = "fifo-procs";
+  const std::string url = server->url();
+  const auto fair = waiter_ttl(2100ms);  // places renewed every 700 ms
+  dlock::FairLock holder(*client, name, {}, fair);
+  auto held = holder.acquire(no_wait());
+  ASSERT_TRUE(held.ok()) << held.error().what();
+
+  std::vector<std::unique_ptr<ChildProcess>> children;
+  std::vector<std::thread> threads;
+  std::atomic<int> thread_errors{0};
+  for (int i = 0; i < kWaiters; ++i) {
+    if (i % 2 == 0) {
+      children.push_back(std::make_unique<ChildProcess>([url, name, fair, i]() -> int {
+        dlock::Client c(url);
+        dlock::FairLock l(c, name, {}, fair);
+        auto r = l.acquire(notified());
+        if (!r.ok()) return 2;
+        if (!c.command({"RPUSH", "order", std::to_string(i)}).ok()) return 3;
+        std::this_thread::sleep_for(10ms);
+        return r->release().ok() ? 0 : 4;
+      }));
+    } else {
+      threads.emplace_back([&, i] {
+        dlock::Client c(url);
+        dlock::FairLock l(c, name, {}, fair);
+        auto r = l.acquire(notified());
+        if (!r.ok() || !c.command({"RPUSH", "order", std::to_string(i)}).ok()) {
+          thread_errors.fetch_add(1);
+          return;
+        }
+        std::this_thread::sleep_for(10ms);
+        if (!r->release().ok()) thread_errors.fetch_add(1);
+      });
+    }
+    ASSERT_TRUE(queue_reaches(name, i + 1)) << "waiter " << i << " never queued";
+  }
+  const long long tries_before = script_calls(*raw);
+  children.front()->signal(SIGSTOP);
+  ASSERT_TRUE(held->release().ok());
+  std::this_thread::sleep_for(800ms);
+  EXPECT_EQ(raw->cmd_int({"LLEN", "order"}), 0) << "a waiter took the lock ahead of the (frozen) head";
+  EXPECT_EQ(queued(name), kWaiters);
+  // Besides the release, waiters behind the head tried (renewing their places) meanwhile, and
+  // found the lock free: the check above was not vacuous.
+  EXPECT_GE(script_calls(*raw) - tries_before, 1 + 2);
+  children.front()->signal(SIGCONT);
+
+  for (auto& ch : children) {
+    auto code = ch->wait_for(30s);
+    ASSERT_TRUE(code.has_value()) << "child " << ch->pid() << " did not finish";
+    EXPECT_EQ(*code, 0) << "child " << ch->pid();
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(thread_errors.load(), 0);
+  std::vector<std::string> expected;
+  for (int i = 0; i < kWaiters; ++i) expected.push_back(std::to_string(i));
+  EXPECT_EQ(raw->cmd_array({"LRANGE", "order", "0", "-1"}), expected);
+  EXPECT_EQ(queued(name), 0);
+}
+
+// ----------------------------------------------------------------------- dead and leaving waiters
+
+// The head of the queue is SIGKILLed while it waits: the next waiter gets the lock once the dead
+// waiter's place expires (waiter TTL 1 s), not later.
+TEST_F(FairLockTest, KilledWaiterIsSkippedWithinItsExpiry) {
+  const std::string name = "killed";
+  const std::string url = server->url();
+  const auto fair = waiter_ttl(1000ms);
+  dlock::FairLock holder(*client, name, {}, fair);
+  auto held = holder.acquire(no_wait());
+  ASSERT_TRUE(held.ok()) << held.error().what();
+
+  ChildProcess doomed([url, name, fair]() -> int {
+    dlock::Client c(url);
+    dlock::FairLock l(c, name, {}, fair);
+    auto r = l.acquire(notified(60s));
+    return r.ok() ? 0 : 2;
+  });
+  ASSERT_TRUE(queue_reaches(name, 1));
+  const std::string dead_id = raw->cmd({"LINDEX", queue_of(name), "0"});
+
+  dlock::Client next_client(url);
+  dlock::FairLock next(next_client, name, {}, fair);
+  auto fut = std::async(std::launch::async, [&] {
+    auto r = next.acquire(notified(10s));
+    return std::make_pair(std::move(r), SteadyClock::now());
+  });
+  ASSERT_TRUE(queue_reaches(name, 2));
+
+  doomed.signal(SIGKILL);
+  EXPECT_EQ(doomed.wait(), 128 + SIGKILL);
+  const auto killed_at = SteadyClock::now();
+  ASSERT_TRUE(held->release().ok());
+  // The release woke the dead head (its place had not expired yet): nobody took the lock.
+  EXPECT_EQ(raw->cmd({"LINDEX", queue_of(name), "0"}), dead_id);
+
+  ASSERT_EQ(fut.wait_for(5s), std::future_status::ready) << "the queue stayed stuck behind a dead waiter";
+  auto [r, got_at] = fut.get();
+  ASSERT_TRUE(r.ok()) << r.error().what();
+  // Its place lasted at most 1 s after its last renewal; the next waiter notices within ~1 s.
+  EXPECT_LT(got_at - killed_at, 2000ms);
+  EXPECT_EQ(get(key_of(name)), r->owner());
+  EXPECT_EQ(queued(name), 0);
+  EXPECT_EQ(raw->cmd({"ZSCORE", timeouts_of(name), dead_id}), "(nil)");
+  EXPECT_TRUE(r->release().ok());
+}
+
+// A try_lock_for that times out leaves the queue before it returns; the waiter behind it becomes
+// the head and is the one the release wakes.
+TEST_F(FairLockTest, TimedOutTryLockForRemovesItsEntry) {
+  const std::string name = "timeout";
+  const auto fair = waiter_ttl(30000ms);  // a place left behind would block the queue for 30 s
+  dlock::FairLock holder(*client, name, {}, fair);
+  auto held = holder.acquire(no_wait());
+  ASSERT_TRUE(held.ok()) << held.error().what();
+
+  dlock::Client c1(server->url());
+  dlock::FairLock quitter(c1, name, {}, fair);
+  auto quit = std::async(std::launch::async, [&] {
+    const auto t0 = SteadyClock::now();
+    const bool got = quitter.try_lock_for(800ms);
+    return std::make_pair(got, ms_since(t0));
+  });
+  ASSERT_TRUE(queue_reaches(name, 1));
+  const std::string quitter_id = raw->cmd({"LINDEX", queue_of(name), "0"});
+
+  dlock::Client c2(server->url());
+  dlock::FairLock patient(c2, name, {}, fair);
+  auto wait = std::async(std::launch::async, [&] {
+    auto r = patient.acquire(notified());
+    return std::make_pair(std::move(r), SteadyClock::now());
+  });
+  ASSERT_TRUE(queue_reaches(name, 2));
+
+  auto [got, took] = quit.get();
+  EXPECT_FALSE(got);
+  EXPECT_GE(took, 790ms);
+  EXPECT_LT(took, 1500ms);
+  // Gone at once: checked right after try_lock_for returned.
+  EXPECT_EQ(queued(name), 1);
+  EXPECT_NE(raw->cmd({"LINDEX", queue_of(name), "0"}), quitter_id);
+  EXPECT_EQ(raw->cmd({"ZSCORE", timeouts_of(name), quitter_id}), "(nil)");
+  EXPECT_EQ(subscribers(*raw, key_of(name) + ":ch:" + quitter_id), 0);
+
+  const auto t0 = SteadyClock::now();
+  ASSERT_TRUE(held->release().ok());
+  ASSERT_EQ(wait.wait_for(5s), std::future_status::ready) << "the release did not reach the new head";
+  auto [r, at] = wait.get();
+  ASSERT_TRUE(r.ok()) << r.error().what();
+  EXPECT_LT(at - t0, 1000ms);
+  EXPECT_TRUE(r->release().ok());
+}
+
+// A waiter cancelled through its stop_token leaves the queue, its channel, and no lock.
+TEST_F(FairLockTest, CancelledWaiterLeavesTheQueue) {
+  const std::string name = "cancel";
+  dlock::FairLock holder(*client, name);
+  auto held = holder.acquire(no_wait());
+  ASSERT_TRUE(held.ok()) << held.error().what();
+
+  dlock::Client wc(server->url());
+  dlock::FairLock waiter(wc, name);
+  std::stop_source stop;
+  auto fut = std::async(std::launch::async, [&] { return waiter.acquire(dlock::WaitOptions{}, stop.get_token()); });
+  ASSERT_TRUE(queue_reaches(name, 1));
+  const std::string id = raw->cmd({"LINDEX", queue_of(name), "0"});
+  EXPECT_EQ(subscribers(*raw, key_of(name) + ":ch:" + id), 1);
+
+  const auto t0 = SteadyClock::now();
+  stop.request_stop();
+  ASSERT_EQ(fut.wait_for(5s), std::future_status::ready);
+  auto r = fut.get();
+  EXPECT_EQ(r.code(), make_error_code(dlock::errc::cancelled)) << r.error().what();
+  EXPECT_LT(ms_since(t0), 1000ms);
+  EXPECT_EQ(queued(name), 0);
+  EXPECT_EQ(raw->cmd_int({"ZCARD", timeouts_of(name)}), 0);
+  EXPECT_TRUE(eventually([&] { return subscribers(*raw, key_of(name) + ":ch:" + id) == 0; }, 2000ms));
+  ASSERT_TRUE(held->release().ok());
+  std::this_thread::sleep_for(300ms);
+  EXPECT_EQ(exists(key_of(name)), 0) << "the cancelled waiter took the lock after all";
+  EXPECT_EQ(wc.active_leases(), 0u);
+}
+
+// try_lock() never overtakes a live waiter, even when the lock itself is free; a place expires
+// on the server's clock.
+TEST_F(FairLockTest, TryLockDoesNotOvertakeQueuedWaiters) {
+  const std::string name = "no-barging";
+  dlock::FairLock l(*client, name);
+  // A waiter placed by hand, whose place ends 1.5 s from now on the server's clock.
+  const long long deadline = server_ms(*raw) + 1500;
+  ASSERT_EQ(raw->cmd_int({"RPUSH", queue_of(name), "ghost"}), 1);
+  ASSERT_EQ(raw->cmd_int({"ZADD", timeouts_of(name), std::to_string(deadline), "ghost"}), 1);
+  const auto t0 = SteadyClock::now();
+  EXPECT_FALSE(l.try_lock()) << "try_lock() took a free lock ahead of a queued waiter";
+  auto busy = l.acquire(no_wait());
+  EXPECT_EQ(busy.code(), make_error_code(dlock::errc::busy)) << busy.error().what();
+  EXPECT_EQ(queued(name), 1) << "try_lock() must not queue";
+
+  SteadyClock::time_point got_at{};
+  ASSERT_TRUE(eventually([&] {
+    if (!l.try_lock()) return false;
+    got_at = SteadyClock::now();
+    return true;
+  }, 4000ms, 20ms)) << "the expired place was never dropped";
+  EXPECT_GE(got_at - t0, 1300ms) << "the place was dropped before its deadline";
+  EXPECT_TRUE(l.owns_lock());
+  EXPECT_EQ(queued(name), 0);
+  l.unlock();
+  EXPECT_EQ(exists(key_of(name)), 0);
+}
+
+// ------------------------------------------------------------------------ only the head is woken
+
+// Six waiters, each with its own Client, queued behind a holder. Each release must cost exactly
+// two scripts on the server: the release and the new head's try. A release that woke every
+// waiter (one channel for all) would cost one try per waiter.
+TEST_F(FairLockTest, ReleaseWakesOnlyTheHead) {
+  constexpr int kWaiters = 6;
+  const std::string name = "herd";
+  const auto fair = waiter_ttl(30000ms);  // renewals every 10 s: none during the test
+  dlock::FairLock holder(*client, name, {}, fair);
+  {
+    auto warm = holder.acquire(no_wait());  // loads fair_acquire and fair_release
+    ASSERT_TRUE(warm.ok()) << warm.error().what();
+    ASSERT_TRUE(warm->release().ok());
+  }
+  auto held = holder.acquire(no_wait());
+  ASSERT_TRUE(held.ok()) << held.error().what();
+
+  struct Waiter {
+    std::unique_ptr<dlock::Client> client;
+    std::promise<dlock::FencingToken> acquired;
+    std::promise<void> release_now;
+    std::thread thread;
+  };
+  std::vector<Waiter> waiters(kWaiters);
+  for (int i = 0; i < kWaiters; ++i) {
+    Waiter& w = waiters[i];
+    w.client = std::make_unique<dlock::Client>(server->url());
+    w.thread = std::thread([&w, &name, fair] {
+      dlock::FairLock l(*w.client, name, {}, fair);
+      auto r = l.acquire(notified());
+      if (!r.ok()) {
+        w.acquired.set_value(dlock::FencingToken{});
+        return;
+      }
+      w.acquired.set_value(r->token());
+      w.release_now.get_future().wait();
+      (void)r->release();
+    });
+    ASSERT_TRUE(queue_reaches(name, i + 1)) << "waiter " << i << " never queued";
+  }
+  // Each waiter listens on its own channel, with one subscriber.
+  const auto ids = raw->cmd_array({"LRANGE", queue_of(name), "0", "-1"});
+  ASSERT_EQ(ids.size(), static_cast<size_t>(kWaiters));
+  for (const auto& id : ids) EXPECT_EQ(subscribers(*raw, key_of(name) + ":ch:" + id), 1) << id;
+  std::this_thread::sleep_for(100ms);
+
+  std::vector<std::future<dlock::FencingToken>> got;
+  for (auto& w : waiters) got.push_back(w.acquired.get_future());
+  for (int i = 0; i < kWaiters; ++i) {
+    const long long before = script_calls(*raw);
+    const auto t0 = SteadyClock::now();
+    if (i == 0) {
+      ASSERT_TRUE(held->release().ok());
+    } else {
+      waiters[i - 1].release_now.set_value();
+    }
+    ASSERT_EQ(got[i].wait_for(5s), std::future_status::ready) << "waiter " << i << " was not woken";
+    EXPECT_LT(ms_since(t0), 1000ms) << "waiter " << i << " was not woken by a notification";
+    EXPECT_TRUE(static_cast<bool>(got[i].get())) << "waiter " << i << " failed";
+    std::this_thread::sleep_for(150ms);  // time for any other waiter to react
+    const long long after = script_calls(*raw);
+    EXPECT_EQ(after - before, 2) << "release " << i << ": scripts run besides the release and the head's try";
+    EXPECT_EQ(queued(name), kWaiters - 1 - i);
+  }
+  waiters.back().release_now.set_value();
+  for (auto& w : waiters) w.thread.join();
+  EXPECT_EQ(exists(key_of(name)), 0);
+}
+
+// --------------------------------------------------------------------------- exclusion and fencing
+
+// Threads (sharing a Client and with their own) and processes increment a counter with a
+// non-atomic GET/SET under the lock: no update is lost, nobody is ever inside with another.
+TEST_F(FairLockTest, ExclusionUnderLoadAcrossThreadsAndProcesses) {
+  constexpr int kThreads = 4;
+  constexpr int kChildren = 2;
+  constexpr int kIters = 15;
+  const std::string name = "counter";
+  const std::string url = server->url();
+  std::vector<std::unique_ptr<ChildProcess>> children;
+  for (int i = 0; i < kChildren; ++i) {
+    children.push_back(std::make_unique<ChildProcess>([url, name]() -> int {
+      dlock::Client c(url);
+      if (!c.ping().ok()) return 2;
+      dlock::FairLock l(c, name);
+      for (int k = 0; k < kIters; ++k) {
+        std::lock_guard<dlock::FairLock> guard(l);
+        auto in = c.command({"INCR", "inside"});
+        if (!in.ok() || in->integer() != 1) return 3;
+        auto v = c.command({"GET", "n"});
+        if (!v.ok()) return 4;
+        const long long n = v->is_nil() ? 0 : std::stoll(v->str());
+        if (!c.command({"SET", "n", std::to_string(n + 1)}).ok()) return 5;
+        auto out = c.command({"DECR", "inside"});
+        if (!out.ok() || out->integer() != 0) return 6;
+      }
+      return 0;
+    }));
+  }
+  dlock::FairLock shared_lock(*client, name);
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      try {
+        std::optional<dlock::Client> own;
+        std::optional<dlock::FairLock> own_lock;
+        if (t % 2 == 1) {
+          own.emplace(url);
+          own_lock.emplace(*own, name);
+        }
+        dlock::FairLock& l = own_lock ? *own_lock : shared_lock;
+        RawConnection conn(*server);
+        for (int k = 0; k < kIters; ++k) {
+          std::lock_guard<dlock::FairLock> guard(l);
+          if (conn.cmd_int({"INCR", "inside"}) != 1) failures.fetch_add(1);
+          const long long n = to_count(conn.cmd({"GET", "n"}));
+          std::this_thread::yield();
+          conn.cmd({"SET", "n", std::to_string(n + 1)});
+          if (conn.cmd_int({"DECR", "inside"}) != 0) failures.fetch_add(1);
+        }
+      } catch (const std::exception& e) {
+        ADD_FAILURE() << "worker " << t << ": " << e.what();
+        failures.fetch_add(1);
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (auto& ch : children) {
+    auto code = ch->wait_for(40s);
+    ASSERT_TRUE(code.has_value()) << "child " << ch->pid() << " did not finish";
+    EXPECT_EQ(*code, 0) << "child " << ch->pid();
+  }
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(to_count(get("n")), (kThreads + kChildren) * kIters);
+  EXPECT_EQ(to_count(get("inside")), 0);
+  EXPECT_EQ(exists(key_of(name)), 0);
+  EXPECT_EQ(queued(name), 0);
+}
+
+// Tokens increase strictly across successive holders — FairLocks of several Clients and a Mutex
+// of the same name (they share the counter) — and after the counter is lost.
+TEST_F(FairLockTest, FencingTokensStrictlyIncrease) {
+  const std::string name = "fence";
+  const std::string url = server->url();
+  dlock::Mutex mutex(*client, name);
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < 3; ++t) {
+    threads.emplace_back([&, t] {
+      dlock::Client c(url);
+      dlock::FairLock l(c, name);
+      for (int k = 0; k < 10; ++k) {
+        auto r = l.acquire(dlock::WaitOptions{20s, 500ms});
+        if (!r.ok()) {
+          failures.fetch_add(1);
+          continue;
+        }
+        // Recorded under the lock: the list is in the order of the holds.
+        if (!c.command({"RPUSH", "tokens", std::to_string(r->token().value)}).ok()) failures.fetch_add(1);
+        if (!r->release().ok()) failures.fetch_add(1);
+        (void)t;
+      }
+    });
+  }
+  for (int k = 0; k < 5; ++k) {
+    std::lock_guard<dlock::Mutex> g(mutex);
+    raw->cmd({"RPUSH", "tokens", std::to_string(mutex.fencing_token().value)});
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0);
+  auto tokens = raw->cmd_array({"LRANGE", "tokens", "0", "-1"});
+  ASSERT_EQ(tokens.size(), 35u);
+  for (size_t i = 1; i < tokens.size(); ++i) {
+    EXPECT_LT(std::stoull(tokens[i - 1]), std::stoull(tokens[i])) << "at hold " << i;
+  }
+  // The counter is lost (a restart without persistence): it is re-seeded above every old token.
+  ASSERT_EQ(raw->cmd_int({"DEL", key_of(name) + ":fence"}), 1);
+  dlock::FairLock l(*client, name);
+  auto r = l.acquire(no_wait());
+  ASSERT_TRUE(r.ok()) << r.error().what();
+  EXPECT_GT(r->token().value, std::stoull(tokens.back()));
+  auto again = l.acquire(dlock::WaitOptions{0ms, 500ms});
+  EXPECT_EQ(again.code(), make_error_code(dlock::errc::busy));
+  EXPECT_TRUE(r->release().ok());
+}
+
+// ------------------------------------------------------------------------------ leases and loss
+
+// The watchdog keeps the hold past its TTL; deleting the key behind the holder's back is reported
+// as a loss (taken) within about a renewal interval, and the release then says lock_lost.
+TEST_F(FairLockTest, LossReportedWhenKeyDeleted) {
+  LossProbe probe;
+  auto opts = watchdog(600ms);  // renewed every 200 ms
+  probe.attach(opts);
+  dlock::FairLock l(*client, "loss", opts);
+  auto lease = l.acquire(no_wait());
+  ASSERT_TRUE(lease.ok()) << lease.error().what();
+  std::this_thread::sleep_for(900ms);  // 1.5x the TTL
+  EXPECT_EQ(get(l.key()), lease->owner());
+  EXPECT_TRUE(lease->held());
+  EXPECT_EQ(client->active_leases(), 1u);
+
+  ASSERT_EQ(raw->cmd_int({"DEL", l.key()}), 1);
+  ASSERT_TRUE(eventually([&] { return probe.calls.load() >= 1; }, 2000ms)) << "on_lost never ran";
+  EXPECT_EQ(probe.reason.load(), static_cast<int>(dlock::LossReason::taken));
+  EXPECT_TRUE(lease->lost());
+  EXPECT_EQ(client->active_leases(), 0u);
+  std::this_thread::sleep_for(300ms);
+  EXPECT_EQ(exists(l.key()), 0) << "a renewal re-created the lost lock";
+  EXPECT_EQ(probe.calls.load(), 1);
+  auto rel = lease->release();
+  EXPECT_EQ(rel.code(), make_error_code(dlock::errc::lock_lost)) << rel.error().what();
+}
+
+// The forced unlock script removes the holder's key, wakes the head of the queue (not a poll:
+// recheck 10 s), and the old holder, listening for revocation, learns of its loss at once (its
+// next renewal would be 10 s away).
+TEST_F(FairLockTest, ForceUnlockWakesTheHeadAndReportsLossToTheHolder) {
+  const std::string name = "forced";
+  LossProbe probe;
+  auto opts = watchdog(30000ms);
+  opts.listen_for_revocation = true;
+  probe.attach(opts);
+  dlock::FairLock holder(*client, name, opts);
+  auto held = holder.acquire(no_wait());
+  ASSERT_TRUE(held.ok()) << held.error().what();
+  dlock::Client wc(server->url());
+  dlock::FairLock waiter(wc, name);
+  auto fut = std::async(std::launch::async, [&] {
+    auto r = waiter.acquire(notified());
+    return std::make_pair(std::move(r), SteadyClock::now());
+  });
+  ASSERT_TRUE(queue_reaches(name, 1));
+  std::this_thread::sleep_for(100ms);
+
+  const auto t0 = SteadyClock::now();
+  const auto& s = dlock::detail::scripts::fair_force_unlock;
+  auto reply = raw->cmd_array({"EVAL", s.source, "2", key_of(name), queue_of(name), key_of(name) + ":ch",
+                               key_of(name) + ":ch:"});
+  ASSERT_EQ(reply.size(), 2u);
+  EXPECT_EQ(reply[0], "1");
+  EXPECT_EQ(reply[1], held->owner());
+  ASSERT_EQ(fut.wait_for(5s), std::future_status::ready);
+  auto [r, at] = fut.get();
+  ASSERT_TRUE(r.ok()) << r.error().what();
+  EXPECT_LT(at - t0, 1000ms);
+  EXPECT_GT(r->token(), held->token());
+  ASSERT_TRUE(eventually([&] { return probe.calls.load() >= 1; }, 2000ms)) << "the old holder never learned";
+  EXPECT_LT(ms_since(t0), 1500ms);
+  EXPECT_EQ(probe.reason.load(), static_cast<int>(dlock::LossReason::taken));
+  EXPECT_EQ(held->release().code(), make_error_code(dlock::errc::lock_lost));
+  EXPECT_EQ(get(key_of(name)), r->owner()) << "the old holder's release touched the new holder's key";
+  EXPECT_TRUE(r->release().ok());
+}
+
+// ---------------------------------------------------------------------------- errors and API
+
+// A key of another type at the lock's key or its queue: wrong_type, from acquire() and as a
+// std::system_error from the std members.
+TEST_F(FairLockTest, KeyOfAnotherTypeIsWrongType) {
+  ASSERT_EQ(raw->cmd_int({"HSET", key_of("hash"), "owner", "1"}), 1);  // e.g. a ReentrantMutex
+  dlock::FairLock h(*client, "hash");
+  auto r = h.acquire(no_wait());
+  EXPECT_EQ(r.code(), make_error_code(dlock::errc::wrong_type)) << r.error().what();
+  auto waited = h.acquire(dlock::WaitOptions{300ms, 100ms});
+  EXPECT_EQ(waited.code(), make_error_code(dlock::errc::wrong_type)) << waited.error().what();
+  try {
+    h.lock();
+    ADD_FAILURE() << "lock() on a hash did not throw";
+  } catch (const std::system_error& e) {
+    EXPECT_EQ(e.code(), make_error_code(dlock::errc::wrong_type)) << e.what();
+  }
+  EXPECT_EQ(raw->cmd({"TYPE", key_of("hash")}), "hash");
+  EXPECT_EQ(raw->cmd_int({"EXISTS", queue_of("hash")}), 0);
+
+  ASSERT_EQ(raw->cmd({"SET", queue_of("q"), "not-a-list"}), "OK");
+  dlock::FairLock q(*client, "q");
+  auto rq = q.acquire(no_wait());
+  EXPECT_EQ(rq.code(), make_error_code(dlock::errc::wrong_type)) << rq.error().what();
+  EXPECT_EQ(exists(key_of("q")), 0) << "a lock was taken despite the broken queue";
+}
+
+// The Lease API, std adapters and async form behave as Mutex's do.
+TEST_F(FairLockTest, StdAdaptersAndAsyncAcquire) {
+  dlock::FairLock l(*client, "api");
+  {
+    std::unique_lock<dlock::FairLock> lk(l);
+    EXPECT_TRUE(l.owns_lock());
+    EXPECT_TRUE(static_cast<bool>(l.fencing_token()));
+    EXPECT_GT(l.remaining(), 0ms);
+    EXPECT_THROW(l.lock(), std::system_error) << "lock() of a held FairLock by its own thread";
+    auto other = std::async(std::launch::async, [&] { return l.try_lock_for(200ms); });
+    EXPECT_FALSE(other.get());
+  }
+  EXPECT_FALSE(l.owns_lock());
+  EXPECT_EQ(exists(l.key()), 0);
+  EXPECT_EQ(queued("api"), 0);
+
+  std::promise<dlock::Result<dlock::Lease>> done;
+  l.async_acquire(dlock::WaitOptions{}, [&](dlock::Result<dlock::Lease> r) { done.set_value(std::move(r)); });
+  auto fut = done.get_future();
+  ASSERT_EQ(fut.wait_for(5s), std::future_status::ready);
+  auto r = fut.get();
+  ASSERT_TRUE(r.ok()) << r.error().what();
+  EXPECT_EQ(get(l.key()), r->owner());
+  EXPECT_EQ(raw->cmd_int({"TTL", l.key() + ":fence"}), -1) << "the fencing counter must not expire";
+  EXPECT_TRUE(r->release().ok());
+  EXPECT_TRUE(r->release().ok()) << "a repeated release is harmless";
+  EXPECT_EQ(exists(l.key()), 0);
+}
+
+// A waiter whose Client is destroyed returns errc::shutdown promptly.
+TEST_F(FairLockTest, DestroyingClientFailsPendingAcquireWithShutdown) {
+  const std::string name = "shutdown";
+  dlock::FairLock holder(*client, name);
+  auto held = holder.acquire(no_wait());
+  ASSERT_TRUE(held.ok()) << held.error().what();
+  auto wc = std::make_unique<dlock::Client>(server->url());
+  // Shared with a detached thread: an acquire that never returns leaks the thread rather than
+  // hanging the test binary.
+  auto waiter = std::make_shared<dlock::FairLock>(*wc, name, dlock::LeaseOptions{}, waiter_ttl(30000ms));
+  struct Outcome {
+    std::mutex mu;
+    std::optional<std::error_code> code;
+  };
+  auto out = std::make_shared<Outcome>();
+  std::thread([waiter, out] {
+    auto r = waiter->acquire(dlock::WaitOptions{std::nullopt, 10000ms});
+    std::lock_guard g(out->mu);
+    out->code = r.code();
+  }).detach();
+  ASSERT_TRUE(queue_reaches(name, 1));
+  std::this_thread::sleep_for(100ms);
+  const auto t0 = SteadyClock::now();
+  wc.reset();
+  EXPECT_LT(ms_since(t0), 5000ms);
+  ASSERT_TRUE(eventually([&] {
+    std::lock_guard g(out->mu);
+    return out->code.has_value();
+  }, 5000ms)) << "an acquire() pending when its Client was destroyed never returned";
+  std::lock_guard g(out->mu);
+  EXPECT_EQ(*out->code, make_error_code(dlock::errc::shutdown)) << out->code->message();
+  EXPECT_EQ(get(key_of(name)), held->owner());
+}
+
+TEST_F(FairLockTest, InvalidArgumentsThrow) {
+  EXPECT_THROW(dlock::FairLock(*client, "a{b}"), std::system_error);
+  EXPECT_THROW(dlock::FairLock(*client, "ok", {}, waiter_ttl(5ms)), std::system_error);
+}
+
+}  // namespace
