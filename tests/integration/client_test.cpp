@@ -331,7 +331,7 @@ TEST_F(ClientAuth, NoPasswordFailsWithAuth) {
 TEST_F(ClientAuth, NoPasswordAndNoClientNameFailsWithAuth) {
   ClientOptions o;
   o.client_name = "";  // no handshake at all: the NOAUTH comes back as the command's own reply
-  Client c(url_with(""), o);
+  Client c(url_with(""), std::move(o));
   auto r = c.command({"PING"});
   ASSERT_TRUE(HasCode(r, errc::auth));
   EXPECT_TRUE(contains(r.error().what(), "NOAUTH")) << r.error().what();
@@ -340,22 +340,22 @@ TEST_F(ClientAuth, NoPasswordAndNoClientNameFailsWithAuth) {
 TEST_F(ClientAuth, OptionsPasswordOverridesUrl) {
   {
     ClientOptions o;
-    o.password = "secret";
-    Client c(url_with(":not-the-password@"), o);
+    o.password.emplace("secret");
+    Client c(url_with(":not-the-password@"), std::move(o));
     auto p = c.ping(3000ms);
     EXPECT_TRUE(p.ok()) << "ClientOptions::password must override the URL's: " << describe(p);
   }
   {
     ClientOptions o;
-    o.password = "secret";
-    Client c(url_with(""), o);
+    o.password.emplace("secret");
+    Client c(url_with(""), std::move(o));
     auto p = c.ping(3000ms);
     EXPECT_TRUE(p.ok()) << "ClientOptions::password without one in the URL: " << describe(p);
   }
   {
     ClientOptions o;
-    o.password = "also-wrong";
-    Client c(url_with(":secret@"), o);
+    o.password.emplace("also-wrong");
+    Client c(url_with(":secret@"), std::move(o));
     auto r = c.command({"PING"});
     EXPECT_TRUE(HasCode(r, errc::auth)) << "the URL's right password must not win over the option";
     if (!r.ok()) { EXPECT_FALSE(contains(r.error().what(), "also-wrong")) << r.error().what(); }
@@ -475,9 +475,9 @@ TEST_F(ClientAcl, UserWithoutChannelRightsAcquiresReleasesAndWaiterRechecks) {
 
 TEST_F(ClientAcl, UserGivenByOptionsAcquires) {
   ClientOptions o;
-  o.user = "locker";
-  o.password = "pw";
-  Client c("redis://127.0.0.1:" + std::to_string(server_.port()), o);
+  o.user.emplace("locker");
+  o.password.emplace("pw");
+  Client c("redis://127.0.0.1:" + std::to_string(server_.port()), std::move(o));
   dlock::Mutex m(c, "acl-opts");
   auto l = acquire_within(m, dlock::WaitOptions{2000ms, 500ms});
   ASSERT_TRUE(l.ok()) << describe(l);
@@ -544,7 +544,7 @@ TEST(ClientFailure, CommandTimeoutOnPausedServerThenRecovers) {
   RedisServer server;
   ClientOptions o;
   o.command_timeout = 300ms;
-  Client c(server.url(), o);
+  Client c(server.url(), std::move(o));
   ASSERT_TRUE(c.ping(3000ms).ok());
 
   {
@@ -616,7 +616,7 @@ TEST(ClientFailure, ServerKilledFailsInFlightPromptlyAndReconnects) {
   RedisServer server;
   ClientOptions o;
   o.command_timeout = 5000ms;
-  Client c(server.url(), o);
+  Client c(server.url(), std::move(o));
   ASSERT_TRUE(c.ping(3000ms).ok());
 
   // A command that is in flight when the server dies: BLPOP blocks on the server.
@@ -650,7 +650,7 @@ TEST(ClientFailure, ClientKillReconnectsAndReappliesName) {
   RedisServer server;
   ClientOptions o;
   o.client_name = "dlock-itest";
-  Client c(server.url(), o);
+  Client c(server.url(), std::move(o));
   ASSERT_TRUE(c.ping(3000ms).ok());
   RawConnection admin(server);
   ASSERT_EQ(clients_named(admin, "dlock-itest").size(), 1u) << admin.cmd({"CLIENT", "LIST"});
@@ -842,7 +842,7 @@ void hammer_and_count(unsigned connections_per_node, const std::string& name) {
   ClientOptions o;
   o.connections_per_node = connections_per_node;
   o.client_name = name;
-  Client c(server.url(), o);
+  Client c(server.url(), std::move(o));
   ASSERT_TRUE(c.ping(3000ms).ok());
 
   constexpr int threads = 16;
