@@ -6,7 +6,7 @@ BUILD_TYPE ?= RelWithDebInfo
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build test unit integration demo clean
+.PHONY: all deps build test unit integration demo clean test-asan test-tsan
 
 all: build
 
@@ -27,6 +27,15 @@ unit: build
 
 integration: build
 	cd $(BUILD) && ctest --output-on-failure -L integration -j 2
+
+# The suite under ASan+UBSan and under TSan, built with clang into build-asan/ and build-tsan/.
+test-asan:
+	@scripts/install-deps sanitizers
+	JOBS=$(JOBS) scripts/sanitize asan
+
+test-tsan:
+	@scripts/install-deps sanitizers
+	JOBS=$(JOBS) scripts/sanitize tsan
 
 demo: build
 	scripts/demo $(BUILD)

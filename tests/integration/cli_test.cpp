@@ -104,29 +104,42 @@ const std::regex kOwnerToken("^[0-9a-f]{32}@[^:]+:([0-9]+):[0-9]+$");
 
 // ---------------------------------------------------------- a minimal JSON parser (validator)
 
+struct JsonMember;
+
 struct JsonValue {
   enum class Type { null, boolean, number, string, array, object };
   Type type = Type::null;
   bool boolean = false;
   std::string text;  // string value, or the number as written
   std::vector<JsonValue> items;
-  std::vector<std::pair<std::string, JsonValue>> members;
+  // Not std::pair<std::string, JsonValue>: clang cannot instantiate that pair inside the
+  // class that it is a member of (libstdc++'s pair checks JsonValue's constructibility).
+  std::vector<JsonMember> members;
 
-  const JsonValue* find(const std::string& key) const {
-    for (const auto& [k, v] : members) {
-      if (k == key) return &v;
-    }
-    return nullptr;
-  }
-  const JsonValue& operator[](const std::string& key) const {
-    static const JsonValue missing;
-    const JsonValue* v = find(key);
-    return v != nullptr ? *v : missing;
-  }
+  const JsonValue* find(const std::string& key) const;
+  const JsonValue& operator[](const std::string& key) const;
   bool is_null() const { return type == Type::null; }
   long long integer() const { return type == Type::number ? std::stoll(text) : -999999; }
   const std::string& str() const { return text; }
 };
+
+struct JsonMember {
+  std::string first;
+  JsonValue second;
+};
+
+const JsonValue* JsonValue::find(const std::string& key) const {
+  for (const auto& [k, v] : members) {
+    if (k == key) return &v;
+  }
+  return nullptr;
+}
+
+const JsonValue& JsonValue::operator[](const std::string& key) const {
+  static const JsonValue missing;
+  const JsonValue* v = find(key);
+  return v != nullptr ? *v : missing;
+}
 
 class JsonParser {
  public:
@@ -250,7 +263,7 @@ class JsonParser {
       ws();
       JsonValue member;
       if (!value(member, depth + 1)) return false;
-      v.members.emplace_back(std::move(key), std::move(member));
+      v.members.push_back({std::move(key), std::move(member)});
       ws();
       if (i_ >= s_.size()) return false;
       if (s_[i_] == ',') {
@@ -865,7 +878,9 @@ TEST_F(CliTest, DoctorChecksTheServer) {
                      {}, /*with_url=*/false);
   EXPECT_EQ(plain.exit_code, 0) << describe(plain);
   int cannot_check = 0;
-  for (const auto& c : parse_json(plain.out, "doctor plain")["checks"].items) {
+  // Named: a range-for over parse_json(...)["checks"].items would read a destroyed temporary.
+  const JsonValue doctor = parse_json(plain.out, "doctor plain");
+  for (const auto& c : doctor["checks"].items) {
     cannot_check += c["status"].str() == "cannot_check";
   }
   EXPECT_GE(cannot_check, 4) << plain.out;
