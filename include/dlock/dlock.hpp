@@ -8,6 +8,7 @@
 #include "dlock/fair_lock.hpp"
 #include "dlock/fencing.hpp"
 #include "dlock/lease.hpp"
+#include "dlock/multi_lock.hpp"
 #include "dlock/mutex.hpp"
 #include "dlock/options.hpp"
 #include "dlock/reply.hpp"

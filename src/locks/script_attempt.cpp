@@ -33,7 +33,7 @@ AttemptFn script_attempt(std::shared_ptr<ClientCore> core, std::shared_ptr<const
                        a.error = Error(classify_error_reply(rep), "acquiring " + what + ": " + rep.str());
                        return report(std::move(a));
                      }
-                     if (!rep.is_array() || rep.size() != 2 || !rep[0].is_integer()) {
+                     if (!rep.is_array() || rep.size() < 2 || rep.size() > 3 || !rep[0].is_integer()) {
                        a.error = Error(errc::protocol, "acquiring " + what + ": unexpected reply " + rep.to_string());
                        return report(std::move(a));
                      }
@@ -49,7 +49,10 @@ AttemptFn script_attempt(std::shared_ptr<ClientCore> core, std::shared_ptr<const
                        a.kind = Attempt::Kind::busy;
                        if (rep[1].integer() >= 0) a.holder_ttl = milliseconds(rep[1].integer());
                      } else {
-                       a.error = Error(errc::wrong_type, what + ": key '" + spec->keys.front() + "' holds a " +
+                       // A third element names the offending key when the script takes several.
+                       const std::string& bad_key =
+                           rep.size() == 3 && rep[2].is_string() ? rep[2].str() : spec->keys.front();
+                       a.error = Error(errc::wrong_type, what + ": key '" + bad_key + "' holds a " +
                                                              rep[1].str() + ", not a dlock " + spec->kind);
                      }
                      report(std::move(a));

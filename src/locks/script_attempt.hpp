@@ -5,7 +5,7 @@
 //   ARGV  = {owner, ttl_ms, extra_args...}
 //   reply = {1, token}   acquired; token is the fencing token of the hold
 //           {0, pttl}    held by someone else; pttl is when it may free up (-1: unknown)
-//           {-1, type}   the key holds a value of another type
+//           {-1, type}   the key holds a value of another type ({-1, type, key}: that key)
 #pragma once
 
 #include <functional>

@@ -1,0 +1,128 @@
+// dlock/multi_lock.hpp — dlock::MultiLock, several named locks taken all-or-nothing.
+//
+// A MultiLock over the names {a, b, c} holds the locks a, b and c together: one acquire script
+// checks every lock and takes them all in one atomic step, or takes none. It never holds a
+// part of its set, so two MultiLocks over overlapping sets (say {a,b,c} and {b,c,d}) can never
+// deadlock, whatever order their names were given in.
+//
+// Redis layout: each lock is exactly a Mutex (see mutex.hpp): for a name N and prefix P,
+//   P{N}          string: the holder's owner token (the same token for every lock of the set)
+//   P{N}:fence    string: N's fencing counter; no TTL, never deleted
+//   P{N}:rel      string: the last releaser's owner token, for 30 s
+//   P{N}:ch       pub/sub channel: "released" after a release
+// So a MultiLock over {a, b} excludes a Mutex on a (or any client using the Mutex protocol on
+// a), and the Mutex excludes the MultiLock.
+//
+// Loss: the hold is one lease over the whole set. When any lock of the set is found gone or
+// taken over, the lease is lost (on_lost runs once), and the renewal that found it releases the
+// locks of the set still held, with a "released" notification, instead of letting them sit out
+// their TTL. release() of a partly lost set frees what is still ours and returns lock_lost.
+//
+// Fencing: the Lease's token (and fencing_token()) is the token of the FIRST lock of the
+// sorted, deduplicated names. Every lock's own counter is incremented too, so a resource
+// guarded by lock N can be fenced with N's own token: tokens(lease) reads them all (or read
+// GET P{N}:fence while the lease is held).
+//
+// The names are sorted and deduplicated; names() gives that order. Waiters of one process on
+// one MultiLock (same set of names) queue in order; a waiter is woken by the release of any of
+// its locks. Not guaranteed: fairness (a MultiLock can wait long while single locks of its set
+// keep changing hands), and exclusion across a Redis failover. Deployment: a standalone
+// server (all keys reached by one script); Redis Cluster is not supported (the locks live in
+// different slots).
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <stop_token>
+#include <string>
+#include <vector>
+
+#include "dlock/client.hpp"
+#include "dlock/fencing.hpp"
+#include "dlock/lease.hpp"
+#include "dlock/options.hpp"
+#include "dlock/result.hpp"
+
+namespace dlock {
+
+namespace detail {
+struct AcquireRequest;
+struct ScriptAttemptSpec;
+class ThreadHolds;
+}  // namespace detail
+
+class MultiLock {
+ public:
+  // MultiLock(client, names, lease)
+  //
+  // At least one name; each 1–512 bytes without '{', '}' or control characters; anything else
+  // throws std::system_error(errc::invalid_argument). Duplicates are dropped and the names
+  // sorted. Never blocks; touches no server.
+  MultiLock(Client& client, std::vector<std::string> names, LeaseOptions lease = {});
+  ~MultiLock();  // releases holds still taken through lock() (noexcept)
+
+  MultiLock(const MultiLock&) = delete;
+  MultiLock& operator=(const MultiLock&) = delete;
+
+  // acquire(wait, stop)
+  //
+  // Takes every lock of the set at once, waiting as WaitOptions says: woken by a release of any
+  // of them, and in any case rechecking when the first held lock's TTL ends or after
+  // recheck_interval. Returns the Lease (renewed as a whole; lost as soon as any one of the
+  // locks is found gone or taken over). Errors as Mutex::acquire (busy, timeout, cancelled,
+  // wrong_type when any lock key holds another type, connection...).
+  Result<Lease> acquire(WaitOptions wait = {}, std::stop_token stop = {});
+
+  // async_acquire(): acquire() without blocking; `done` runs on the event-loop thread.
+  void async_acquire(WaitOptions wait, std::function<void(Result<Lease>)> done,
+                     std::stop_token stop = {});
+
+  // tokens(lease)
+  //
+  // The fencing token of each lock of the set, in names() order, read from the servers' fence
+  // counters (one round trip). Meaningful while `lease` is held: a counter only moves when its
+  // lock is taken. Errors: lock_lost (the lease is not held), connection, timeout, protocol,
+  // called_from_event_loop.
+  Result<std::vector<FencingToken>> tokens(const Lease& lease) const;
+
+  // --- Standard Lockable / TimedLockable members (as Mutex) ----------------------------------
+  void lock();
+  bool try_lock();
+  template <class Rep, class Period>
+  bool try_lock_for(const std::chrono::duration<Rep, Period>& d) {
+    return timed_try(std::chrono::ceil<milliseconds>(d));
+  }
+  template <class Clock, class Duration>
+  bool try_lock_until(const std::chrono::time_point<Clock, Duration>& t) {
+    return timed_try(std::chrono::ceil<milliseconds>(t - Clock::now()));
+  }
+  void unlock() noexcept;
+
+  // --- State of the calling thread's hold (taken through lock()/try_lock*) -------------------
+  bool owns_lock() const noexcept;
+  // The token of the calling thread's current (or most recent) hold: the first lock's token.
+  FencingToken fencing_token() const noexcept;
+  bool lost() const noexcept;
+  milliseconds remaining() const noexcept;
+  Error last_error() const;
+
+  // The names, sorted and deduplicated.
+  const std::vector<std::string>& names() const noexcept { return names_; }
+  // The lock keys (prefix + "{" + name + "}"), in names() order.
+  const std::vector<std::string>& keys() const noexcept { return keys_; }
+
+ private:
+  bool timed_try(milliseconds d);
+  detail::AcquireRequest request(WaitOptions wait) const;
+
+  std::shared_ptr<detail::ClientCore> core_;
+  std::vector<std::string> names_;
+  std::vector<std::string> keys_;
+  std::string display_;  // "a,b,c"
+  std::string queue_key_;
+  std::shared_ptr<const detail::ScriptAttemptSpec> spec_;
+  std::unique_ptr<detail::ThreadHolds> holds_;
+};
+
+}  // namespace dlock

@@ -1,0 +1,156 @@
+#include "dlock/multi_lock.hpp"
+
+#include <algorithm>
+
+#include "client_core.hpp"
+#include "io/command.hpp"
+#include "locks/acquire_op.hpp"
+#include "locks/script_attempt.hpp"
+#include "locks/thread_holds.hpp"
+#include "util/names.hpp"
+#include "util/sync_wait.hpp"
+
+namespace dlock::detail::scripts {
+extern const Script multi_acquire;
+extern const Script multi_renew;
+extern const Script multi_release;
+}  // namespace dlock::detail::scripts
+
+namespace dlock {
+
+using namespace detail;
+
+namespace {
+
+// How long each release marker (P{N}:rel) lives: as for Mutex.
+constexpr milliseconds release_marker_ttl{30000};
+
+}  // namespace
+
+MultiLock::MultiLock(Client& client, std::vector<std::string> names, LeaseOptions lease)
+    : core_(client.core()), names_(std::move(names)), holds_(std::make_unique<ThreadHolds>()) {
+  if (names_.empty()) throw_error(errc::invalid_argument, "MultiLock needs at least one lock name");
+  for (const auto& n : names_) {
+    if (auto ok = validate_lock_name(n); !ok) throw_error(ok.code(), ok.error().what());
+  }
+  if (auto ok = validate_lease(lease); !ok) throw_error(ok.code(), ok.error().what());
+  // One deterministic order for every MultiLock, whatever order the caller gave.
+  std::sort(names_.begin(), names_.end());
+  names_.erase(std::unique(names_.begin(), names_.end()), names_.end());
+
+  auto spec = std::make_shared<ScriptAttemptSpec>();
+  // Braces cannot occur in names, so "{a}{b}" identifies the set unambiguously, and never
+  // collides with a Mutex's queue (P{N}).
+  queue_key_ = core_->options().key_prefix + "multi:";
+  for (const auto& n : names_) {
+    const std::string key = core_->lock_key(n);
+    keys_.push_back(key);
+    if (!display_.empty()) display_ += ",";
+    display_ += n;
+    queue_key_ += "{" + n + "}";
+    spec->keys.push_back(key);
+    spec->keys.push_back(key + ":fence");
+    spec->hold.renew_keys.push_back(key);
+    spec->hold.release_keys.push_back(key);
+    spec->hold.release_keys.push_back(key + ":rel");
+  }
+  spec->name = display_;
+  spec->kind = "MultiLock";
+  spec->acquire = &scripts::multi_acquire;
+  spec->hold.renew = &scripts::multi_renew;
+  spec->hold.release = &scripts::multi_release;
+  spec->hold.release_extra.push_back(std::to_string(release_marker_ttl.count()));
+  for (const auto& key : keys_) {
+    spec->hold.release_extra.push_back(key + ":ch");
+    spec->hold.renew_extra.push_back(key + ":ch");  // a renewal that finds the set lost frees the rest
+  }
+  // A forced unlock is announced on the lock's channel; the first lock's is listened to (the
+  // renewal that follows a revocation checks every lock anyway).
+  spec->hold.channel = keys_.front() + ":ch";
+  spec->lease = std::move(lease);
+  spec_ = std::move(spec);
+}
+
+MultiLock::~MultiLock() = default;  // ThreadHolds releases what lock() took
+
+AcquireRequest MultiLock::request(WaitOptions wait) const {
+  AcquireRequest req;
+  req.key = queue_key_;
+  req.channel = keys_.front() + ":ch";
+  for (std::size_t i = 1; i < keys_.size(); ++i) req.extra_channels.push_back(keys_[i] + ":ch");
+  req.watch_keys = keys_;
+  req.what = "MultiLock '" + display_ + "' on " + core_->address().display();
+  req.wait = wait;
+  req.attempt = script_attempt(core_, spec_);
+  return req;
+}
+
+Result<Lease> MultiLock::acquire(WaitOptions wait, std::stop_token stop) {
+  return acquire_blocking(core_, request(wait), std::move(stop));
+}
+
+void MultiLock::async_acquire(WaitOptions wait, std::function<void(Result<Lease>)> done, std::stop_token stop) {
+  start_acquire(core_, request(wait), std::move(done), std::move(stop));
+}
+
+Result<std::vector<FencingToken>> MultiLock::tokens(const Lease& lease) const {
+  const std::string what = "reading the tokens of MultiLock '" + display_ + "'";
+  if (!lease.held()) return Error(errc::lock_lost, what + ": the lease is not held");
+  if (core_->on_loop_thread()) {
+    return Error(errc::called_from_event_loop, what + " on the client's event-loop thread");
+  }
+  std::vector<std::string> args{"MGET"};
+  for (const auto& key : keys_) args.push_back(key + ":fence");
+  auto wait = std::make_shared<SyncWait<Result<Reply>>>();
+  core_->send(format_command(args), [wait](Result<Reply> r) { wait->set(std::move(r)); });
+  Result<Reply> r = wait->wait();
+  if (!r.ok()) return Error(r.code(), what + ": " + r.error().what());
+  const Reply& rep = *r;
+  if (rep.is_error()) return Error(classify_error_reply(rep), what + ": " + rep.str());
+  if (!rep.is_array() || rep.size() != keys_.size()) {
+    return Error(errc::protocol, what + ": unexpected reply " + rep.to_string());
+  }
+  std::vector<FencingToken> out;
+  for (std::size_t i = 0; i < rep.size(); ++i) {
+    std::optional<long long> v = rep[i].as_integer();
+    if (!v || *v <= 0) return Error(errc::protocol, what + ": unexpected counter " + rep[i].to_string());
+    out.push_back(FencingToken{static_cast<std::uint64_t>(*v)});
+  }
+  // Read while held: no counter can have moved (taking any of the locks would have lost it).
+  if (!lease.held()) return Error(errc::lock_lost, what + ": the lease was lost");
+  return out;
+}
+
+void MultiLock::lock() {
+  // Not reentrant: waiting for our own hold would only end when it is lost.
+  if (holds_->holds()) {
+    throw std::system_error(std::make_error_code(std::errc::resource_deadlock_would_occur),
+                            "MultiLock '" + display_ + "' is already held by this thread");
+  }
+  Result<Lease> r = acquire(WaitOptions{});
+  if (!r) throw_error(r.code(), r.error().what());
+  holds_->store(std::move(*r));
+}
+
+bool MultiLock::timed_try(milliseconds d) {
+  if (holds_->holds()) return false;
+  WaitOptions w;  // keeps the default recheck interval
+  w.timeout = std::max(d, milliseconds(0));
+  Result<Lease> r = acquire(w);
+  if (!r) {
+    if (r.code() == errc::busy || r.code() == errc::timeout) return false;
+    throw_error(r.code(), r.error().what());
+  }
+  holds_->store(std::move(*r));
+  return true;
+}
+
+bool MultiLock::try_lock() { return timed_try(milliseconds(0)); }
+void MultiLock::unlock() noexcept { holds_->release_mine(); }
+bool MultiLock::owns_lock() const noexcept { return holds_->holds(); }
+FencingToken MultiLock::fencing_token() const noexcept { return holds_->token(); }
+bool MultiLock::lost() const noexcept { return holds_->lost(); }
+milliseconds MultiLock::remaining() const noexcept { return holds_->remaining(); }
+Error MultiLock::last_error() const { return holds_->last_error(); }
+
+}  // namespace dlock

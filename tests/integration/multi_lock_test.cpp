@@ -1,0 +1,305 @@
+// Integration tests of dlock::MultiLock against real redis-server processes.
+
+#include <gtest/gtest.h>
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <map>
+#include <mutex>
+#include <string>
+#include <system_error>
+#include <thread>
+#include <vector>
+
+#include "dlock/dlock.hpp"
+#include "dlock/multi_lock.hpp"
+#include "scripts/script.hpp"
+#include "support/raw_connection.hpp"
+#include "support/redis_server.hpp"
+#include "support/server_fixture.hpp"
+#include "support/wait.hpp"
+
+namespace dlock::detail::scripts {
+extern const Script multi_release;
+}  // namespace dlock::detail::scripts
+
+namespace {
+
+using namespace std::chrono_literals;
+using dlock::test::RawConnection;
+using dlock::test::eventually;
+using dlock::test::ms_since;
+using SteadyClock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+std::string key_of(const std::string& name) { return "dlock:{" + name + "}"; }
+
+dlock::WaitOptions no_wait() {
+  dlock::WaitOptions w;
+  w.timeout = milliseconds(0);
+  return w;
+}
+
+dlock::LeaseOptions watchdog(milliseconds ttl) {
+  dlock::LeaseOptions o;
+  o.mode = dlock::LeaseMode::watchdog;
+  o.ttl = ttl;
+  return o;
+}
+
+class MultiLockTest : public dlock::test::ServerFixture {
+ protected:
+  std::string get(const std::string& key) { return raw->cmd({"GET", key}); }
+  long long exists(const std::string& key) { return raw->cmd_int({"EXISTS", key}); }
+};
+
+TEST_F(MultiLockTest, NamesAreSortedDeduplicatedAndValidated) {
+  dlock::MultiLock m(*client, {"c", "a", "c", "b"});
+  EXPECT_EQ(m.names(), (std::vector<std::string>{"a", "b", "c"}));
+  EXPECT_EQ(m.keys(), (std::vector<std::string>{key_of("a"), key_of("b"), key_of("c")}));
+  EXPECT_THROW(dlock::MultiLock(*client, {}), std::system_error);
+  EXPECT_THROW(dlock::MultiLock(*client, {"a", "b{x}"}), std::system_error);
+  EXPECT_THROW(dlock::MultiLock(*client, {"a", ""}), std::system_error);
+}
+
+TEST_F(MultiLockTest, AllOrNothing) {
+  ASSERT_EQ(raw->cmd({"SET", key_of("b"), "foreign", "NX", "PX", "60000"}), "OK");
+  dlock::MultiLock m(*client, {"a", "b", "c"});
+  EXPECT_FALSE(m.try_lock());
+  EXPECT_EQ(exists(key_of("a")), 0);
+  EXPECT_EQ(exists(key_of("c")), 0);
+  EXPECT_EQ(exists(key_of("a") + ":fence"), 0) << "a failed attempt must write nothing";
+  EXPECT_EQ(get(key_of("b")), "foreign");
+
+  auto busy = m.acquire(no_wait());
+  ASSERT_FALSE(busy.ok());
+  EXPECT_EQ(busy.code(), dlock::errc::busy);
+
+  raw->cmd({"DEL", key_of("b")});
+  ASSERT_TRUE(m.try_lock());
+  EXPECT_TRUE(m.owns_lock());
+  const std::string owner = get(key_of("a"));
+  EXPECT_NE(owner, "(nil)");
+  EXPECT_EQ(get(key_of("b")), owner);
+  EXPECT_EQ(get(key_of("c")), owner);
+  for (const char* n : {"a", "b", "c"}) {
+    const long long pttl = raw->cmd_int({"PTTL", key_of(n)});
+    EXPECT_GT(pttl, 0) << n;
+  }
+  m.unlock();
+  EXPECT_FALSE(m.lost());
+  EXPECT_EQ(exists(key_of("a")), 0);
+  EXPECT_EQ(exists(key_of("b")), 0);
+  EXPECT_EQ(exists(key_of("c")), 0);
+  EXPECT_EQ(get(key_of("b") + ":rel"), owner);
+}
+
+TEST_F(MultiLockTest, MultiLockAndMutexExcludeEachOther) {
+  dlock::Mutex ma(*client, "a");
+  dlock::MultiLock m(*client, {"a", "b"});
+  ASSERT_TRUE(ma.try_lock());
+  EXPECT_FALSE(m.try_lock());
+  EXPECT_EQ(exists(key_of("b")), 0);
+  ma.unlock();
+
+  ASSERT_TRUE(m.try_lock());
+  dlock::Client other(server->url());
+  dlock::Mutex ma2(other, "a");
+  dlock::Mutex mb2(other, "b");
+  dlock::Mutex mc2(other, "c");
+  EXPECT_FALSE(ma2.try_lock());
+  EXPECT_FALSE(mb2.try_lock());
+  EXPECT_TRUE(mc2.try_lock());
+  mc2.unlock();
+  m.unlock();
+  EXPECT_TRUE(mb2.try_lock());
+  mb2.unlock();
+}
+
+// Two MultiLocks over overlapping sets, in many threads of two Clients: both make progress, no
+// deadlock, and no lock is ever held by two at once.
+TEST_F(MultiLockTest, OverlappingSetsNoDeadlockNoOverlap) {
+  constexpr int kThreadsPerSet = 4;
+  constexpr int kIters = 12;
+  dlock::Client other(server->url());
+  dlock::MultiLock abc(*client, {"a", "b", "c"});
+  dlock::MultiLock bcd(other, {"d", "c", "b"});
+  std::map<std::string, std::atomic<int>> inside;
+  for (const char* n : {"a", "b", "c", "d"}) inside[n].store(0);
+  std::atomic<int> overlaps{0};
+  std::atomic<int> failures{0};
+  std::array<std::atomic<int>, 2> done{};
+  auto worker = [&](dlock::MultiLock& m, int side) {
+    try {
+      for (int i = 0; i < kIters; ++i) {
+        std::unique_lock<dlock::MultiLock> guard(m);
+        for (const auto& n : m.names()) {
+          if (inside[n].fetch_add(1) != 0) overlaps.fetch_add(1);
+        }
+        std::this_thread::sleep_for(1ms);
+        for (const auto& n : m.names()) inside[n].fetch_sub(1);
+        done[static_cast<std::size_t>(side)].fetch_add(1);
+      }
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "worker: " << e.what();
+      failures.fetch_add(1);
+    }
+  };
+  const auto t0 = SteadyClock::now();
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreadsPerSet; ++t) {
+    threads.emplace_back(worker, std::ref(abc), 0);
+    threads.emplace_back(worker, std::ref(bcd), 1);
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(overlaps.load(), 0);
+  EXPECT_EQ(done[0].load(), kThreadsPerSet * kIters);
+  EXPECT_EQ(done[1].load(), kThreadsPerSet * kIters);
+  EXPECT_LT(ms_since(t0), 20s);
+  for (const char* n : {"a", "b", "c", "d"}) EXPECT_EQ(exists(key_of(n)), 0) << n;
+}
+
+// A waiter on {a,b} is woken by the release of b (not the first lock), well before its recheck.
+TEST_F(MultiLockTest, WaiterWokenByReleaseOfAnyLock) {
+  dlock::Client other(server->url());
+  dlock::Mutex mb(other, "b");
+  auto held = mb.acquire(no_wait());
+  ASSERT_TRUE(held.ok()) << held.error().what();
+
+  dlock::MultiLock m(*client, {"a", "b"});
+  dlock::WaitOptions w;
+  w.timeout = milliseconds(10000);
+  w.recheck_interval = milliseconds(10000);
+  auto fut = std::async(std::launch::async, [&] { return m.acquire(w); });
+  // Let the waiter subscribe and make its first attempt.
+  ASSERT_TRUE(eventually(
+      [&] {
+        auto r = raw->cmd_array({"PUBSUB", "NUMSUB", key_of("b") + ":ch"});
+        return r.size() == 2 && r[1] == "1";
+      },
+      3000ms));
+  std::this_thread::sleep_for(200ms);
+  const auto t0 = SteadyClock::now();
+  ASSERT_TRUE(held->release().ok());
+  ASSERT_EQ(fut.wait_for(5s), std::future_status::ready);
+  auto lease = fut.get();
+  ASSERT_TRUE(lease.ok()) << lease.error().what();
+  EXPECT_LT(ms_since(t0), 1000ms);
+  EXPECT_EQ(get(key_of("a")), lease->owner());
+  EXPECT_EQ(get(key_of("b")), lease->owner());
+}
+
+// Deleting one lock behind the holder's back loses the whole hold; the rest is freed.
+TEST_F(MultiLockTest, LossOfOneLockLosesTheSet) {
+  dlock::LeaseOptions o = watchdog(900ms);
+  std::atomic<int> lost_calls{0};
+  o.events.on_lost = [&](dlock::LossReason) { lost_calls.fetch_add(1); };
+  dlock::MultiLock m(*client, {"a", "b", "c"}, o);
+  auto lease = m.acquire(no_wait());
+  ASSERT_TRUE(lease.ok()) << lease.error().what();
+  raw->cmd({"DEL", key_of("b")});
+  ASSERT_TRUE(eventually([&] { return lease->lost(); }, 3000ms));
+  EXPECT_EQ(lost_calls.load(), 1);
+  // The locks still ours were released by the renewal that found the loss.
+  EXPECT_EQ(exists(key_of("a")), 0);
+  EXPECT_EQ(exists(key_of("c")), 0);
+  EXPECT_EQ(lease->release().code(), dlock::errc::lock_lost);
+
+  // The same through the std members: lost() tells it.
+  ASSERT_TRUE(m.try_lock());
+  raw->cmd({"SET", key_of("c"), "intruder"});
+  ASSERT_TRUE(eventually([&] { return m.lost(); }, 3000ms));
+  m.unlock();
+  EXPECT_TRUE(m.lost());
+  EXPECT_EQ(get(key_of("c")), "intruder") << "never delete a lock that is not ours";
+  EXPECT_EQ(exists(key_of("a")), 0);
+}
+
+// The release of a partly lost set reports lock_lost and still frees what was ours.
+TEST_F(MultiLockTest, ReleaseOfPartlyLostSet) {
+  dlock::LeaseOptions o;
+  o.mode = dlock::LeaseMode::fixed_ttl;
+  o.ttl = 20000ms;
+  dlock::MultiLock m(*client, {"a", "b"}, o);
+  auto lease = m.acquire(no_wait());
+  ASSERT_TRUE(lease.ok());
+  raw->cmd({"SET", key_of("b"), "intruder"});
+  EXPECT_EQ(lease->release().code(), dlock::errc::lock_lost);
+  EXPECT_EQ(exists(key_of("a")), 0);
+  EXPECT_EQ(get(key_of("b")), "intruder");
+}
+
+TEST_F(MultiLockTest, FencingTokensStrictlyIncrease) {
+  dlock::MultiLock m(*client, {"b", "a"});
+  dlock::Mutex mb(*client, "b");
+  dlock::FencingToken last{};
+  dlock::FencingToken last_b{};
+  for (int i = 0; i < 5; ++i) {
+    auto lease = m.acquire(no_wait());
+    ASSERT_TRUE(lease.ok()) << lease.error().what();
+    EXPECT_GT(lease->token(), last);
+    last = lease->token();
+    auto toks = m.tokens(*lease);
+    ASSERT_TRUE(toks.ok()) << toks.error().what();
+    ASSERT_EQ(toks->size(), 2u);
+    EXPECT_EQ((*toks)[0], lease->token()) << "the Lease's token is the first lock's";
+    EXPECT_EQ(std::to_string((*toks)[1].value), get(key_of("b") + ":fence"));
+    EXPECT_GT((*toks)[1], last_b);
+    last_b = (*toks)[1];
+    ASSERT_TRUE(lease->release().ok());
+    EXPECT_FALSE(m.tokens(*lease).ok());
+    // A Mutex on b continues b's sequence.
+    auto lb = mb.acquire(no_wait());
+    ASSERT_TRUE(lb.ok());
+    EXPECT_GT(lb->token(), last_b);
+    last_b = lb->token();
+  }
+  ASSERT_TRUE(m.try_lock());
+  EXPECT_GT(m.fencing_token(), last);
+  m.unlock();
+}
+
+TEST_F(MultiLockTest, WrongTypeWhenOneNameHoldsAHash) {
+  raw->cmd({"HSET", key_of("b"), "f", "v"});
+  dlock::MultiLock m(*client, {"a", "b", "c"});
+  auto r = m.acquire(no_wait());
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.code(), dlock::errc::wrong_type) << r.error().what();
+  // The message names the key that holds the hash, not merely the first of the set.
+  EXPECT_NE(r.error().what().find("'" + key_of("b") + "' holds a hash"), std::string::npos) << r.error().what();
+  EXPECT_EQ(exists(key_of("a")), 0);
+  EXPECT_EQ(exists(key_of("c")), 0);
+  EXPECT_THROW(m.try_lock(), std::system_error);
+}
+
+TEST_F(MultiLockTest, ReleaseIsIdempotent) {
+  dlock::MultiLock m(*client, {"a", "b"});
+  auto lease = m.acquire(no_wait());
+  ASSERT_TRUE(lease.ok());
+  const std::string owner = lease->owner();
+  ASSERT_TRUE(lease->release().ok());
+  EXPECT_TRUE(lease->release().ok());
+  EXPECT_FALSE(lease->held());
+  EXPECT_FALSE(lease->lost());
+
+  // The script itself: a retried release (first reply lost) answers 2; a stranger gets 0.
+  const auto& s = dlock::detail::scripts::multi_release;
+  auto eval = [&](const std::string& who) {
+    return raw->cmd_int({"EVAL", s.source, "4", key_of("a"), key_of("a") + ":rel", key_of("b"),
+                         key_of("b") + ":rel", who, "30000", key_of("a") + ":ch", key_of("b") + ":ch"});
+  };
+  EXPECT_EQ(eval(owner), 2);
+  EXPECT_EQ(eval("someone-else"), 0);
+
+  // unlock() twice through the std members is harmless too.
+  ASSERT_TRUE(m.try_lock());
+  m.unlock();
+  m.unlock();
+  EXPECT_FALSE(m.lost());
+  EXPECT_EQ(exists(key_of("a")), 0);
+}
+
+}  // namespace
