@@ -1,0 +1,291 @@
+#include "locks/reentrant_hold.hpp"
+
+#include <mutex>
+#include <random>
+#include <unordered_map>
+#include <vector>
+
+#include "client_core.hpp"
+#include "scripts/script_call.hpp"
+
+namespace dlock::detail {
+
+namespace scripts {
+extern const Script reentrant_acquire;
+extern const Script reentrant_release;
+extern const Script reentrant_renew;
+}  // namespace scripts
+
+namespace {
+
+// How long a take's release latch lives: long enough for any retry of that release.
+constexpr milliseconds release_latch_ttl{30000};
+
+class ReentrantHold;
+
+// (client id, key, owner) -> the owner's live hold. Process-wide because a hold belongs to a
+// Client, not to a ReentrantMutex object; the client id in the key keeps Clients apart.
+struct Registry {
+  std::mutex mu;
+  std::unordered_map<std::string, std::weak_ptr<ReentrantHold>> holds;
+
+  static Registry& get() {
+    static Registry* registry = new Registry;  // never destroyed: Leases may outlive statics
+    return *registry;
+  }
+};
+
+std::string registry_key(const ClientCore& core, const std::string& key, const std::string& owner) {
+  std::string k = core.client_id();
+  k += '\n';
+  k += key;
+  k += '\n';
+  k += owner;
+  return k;
+}
+
+std::string token_text(const ReentrantLayout& layout, FencingToken token) {
+  return layout.fencing() ? std::to_string(token.value) : std::string();
+}
+
+std::string new_take_id() {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  static constexpr char hex[] = "0123456789abcdef";
+  std::string id(16, '0');
+  std::uint64_t v = rng();
+  for (auto& c : id) {
+    c = hex[v & 15];
+    v >>= 4;
+  }
+  return id;
+}
+
+class ReentrantHold {
+ public:
+  ReentrantHold(std::shared_ptr<ClientCore> core_, std::string rkey_, FencingToken token_)
+      : core(std::move(core_)), rkey(std::move(rkey_)), token(token_) {}
+  ReentrantHold(const ReentrantHold&) = delete;
+  ReentrantHold& operator=(const ReentrantHold&) = delete;
+
+  // The last take's record is gone: every take was released (or abandoned), so the hold's
+  // record leaves the watchdog. No script runs: the takes' releases already did the work (or
+  // reported that they failed, and then the key expires at its TTL).
+  ~ReentrantHold() {
+    {
+      auto& reg = Registry::get();
+      std::lock_guard lock(reg.mu);
+      auto it = reg.holds.find(rkey);
+      if (it != reg.holds.end() && it->second.expired()) reg.holds.erase(it);
+    }
+    if (!record || !record->begin_release()) return;  // lost, or released by the Client's shutdown
+    core->active_leases_.fetch_sub(1);
+    record->finish_release();
+    if (core->is_shut_down()) return;  // the scheduler is gone; a post would never run
+    auto rec = record;
+    auto forget = [rec] { rec->core->renewals().remove(*rec); };
+    if (core->on_loop_thread()) forget();
+    else core->post(forget);
+  }
+
+  bool live() const noexcept { return record && record->state() == LeaseRecord::State::held; }
+
+  // Loop thread (the hold record's events): every take still held learns what its hold did.
+  void lost(LossReason why) {
+    for (auto& weak : takes) {
+      auto take = weak.lock();
+      if (!take || !take->mark_lost(why)) continue;
+      core->active_leases_.fetch_sub(1);
+      if (take->events.on_lost) take->events.on_lost(why);
+    }
+  }
+  void at_risk(milliseconds left) {
+    for (auto& weak : takes) {
+      auto take = weak.lock();
+      if (take && take->state() == LeaseRecord::State::held && take->events.on_at_risk) take->events.on_at_risk(left);
+    }
+  }
+
+  const std::shared_ptr<ClientCore> core;
+  const std::string rkey;
+  const FencingToken token;
+  // The one record the watchdog renews for the whole hold. Set before the hold is published
+  // in the registry, never changed after.
+  std::shared_ptr<LeaseRecord> record;
+  // Loop thread only: the takes' records, for the loss fan-out.
+  std::vector<std::weak_ptr<LeaseRecord>> takes;
+};
+
+// The deleter of a take's record: the record keeps its hold alive, exactly as long as it lives.
+struct TakeDeleter {
+  std::shared_ptr<ReentrantHold> hold;
+  void operator()(LeaseRecord* rec) {
+    delete rec;
+    hold.reset();  // now, not when the control block goes (weak_ptrs may keep it longer)
+  }
+};
+
+// What one acquisition (all its tries) needs.
+struct TakeSpec {
+  std::shared_ptr<ClientCore> core;
+  std::shared_ptr<const ReentrantLayout> layout;
+  std::string owner;
+  LeaseOptions lease;
+};
+
+// Starts the watchdog record of a new hold. Its events fan out to the hold's takes.
+std::shared_ptr<LeaseRecord> hold_record(const TakeSpec& spec, const std::shared_ptr<ReentrantHold>& hold,
+                                         BootClock::time_point sent) {
+  const ReentrantLayout& l = *spec.layout;
+  HoldScripts s;
+  s.renew = &scripts::reentrant_renew;
+  s.renew_keys = {l.key};
+  s.renew_extra = {token_text(l, hold->token)};
+  // Only the Client's shutdown releases the hold record: the whole hold goes at once.
+  s.release = &scripts::reentrant_release;
+  s.release_keys = {l.key};
+  s.release_extra = {l.channel, l.message, token_text(l, hold->token)};
+  // Redisson's channel never carries "revoked".
+  if (l.fencing()) s.channel = l.channel;
+  LeaseOptions o = spec.lease;
+  std::weak_ptr<ReentrantHold> weak = hold;
+  o.events.on_lost = [weak](LossReason why) {
+    if (auto h = weak.lock()) h->lost(why);
+  };
+  o.events.on_at_risk = [weak](milliseconds left) {
+    if (auto h = weak.lock()) h->at_risk(left);
+  };
+  // The scheduler checks a revoked fixed-TTL lease by reading a string key; a hold is a hash.
+  if (o.mode == LeaseMode::fixed_ttl) o.listen_for_revocation = false;
+  return std::make_shared<LeaseRecord>(spec.core, l.name, spec.owner, hold->token, std::move(s), o, sent);
+}
+
+// An acquired try: the take joins the owner's hold, or starts a new one. Loop thread.
+std::shared_ptr<LeaseRecord> join(const TakeSpec& spec, FencingToken token, long long count,
+                                  BootClock::time_point sent) {
+  const ReentrantLayout& l = *spec.layout;
+  const auto& core = spec.core;
+  std::shared_ptr<ReentrantHold> hold;
+  std::shared_ptr<ReentrantHold> replaced;  // destroyed outside the registry lock
+  bool started = false;
+  {
+    auto& reg = Registry::get();
+    std::lock_guard lock(reg.mu);
+    auto& slot = reg.holds[registry_key(*core, l.key, spec.owner)];
+    hold = slot.lock();
+    // A take with a new token (Redisson layout: count 1) started a new hold: the earlier one
+    // ended in Redis (expired, deleted) before this take, whether or not its renewal noticed.
+    const bool joins = hold && hold->live() && (l.fencing() ? hold->token == token : count > 1);
+    if (!joins) {
+      replaced = std::move(hold);
+      hold = std::make_shared<ReentrantHold>(core, registry_key(*core, l.key, spec.owner), token);
+      hold->record = hold_record(spec, hold, sent);
+      slot = hold;
+      started = true;
+    }
+  }
+  if (replaced && replaced->live()) core->renewals().lose(replaced->record, LossReason::taken);
+  if (started) {
+    core->active_leases_.fetch_add(1);
+    core->renewals().add(hold->record);
+  }
+
+  HoldScripts s;
+  s.renew = &scripts::reentrant_renew;
+  s.renew_keys = {l.key};
+  s.renew_extra = {token_text(l, token), "take"};
+  s.release = &scripts::reentrant_release;
+  s.release_keys = {l.key, l.latch_prefix + new_take_id()};
+  s.release_extra = {l.channel, l.message, token_text(l, token), std::to_string(release_latch_ttl.count())};
+  LeaseOptions o = spec.lease;
+  o.listen_for_revocation = false;  // the hold's record listens for the whole hold
+  std::shared_ptr<LeaseRecord> take(new LeaseRecord(core, l.name, spec.owner, token, std::move(s), o, sent),
+                                    TakeDeleter{hold});
+  // A re-take leaves the TTL alone: the take is valid as long as its hold.
+  take->set_valid_until(hold->record->valid_until());
+  core->active_leases_.fetch_add(1);
+  std::erase_if(hold->takes, [](const std::weak_ptr<LeaseRecord>& w) { return w.expired(); });
+  hold->takes.push_back(take);
+  return take;
+}
+
+}  // namespace
+
+AttemptFn reentrant_attempt(std::shared_ptr<ClientCore> client, std::shared_ptr<const ReentrantLayout> lock,
+                            std::string owner_id, LeaseOptions options) {
+  auto spec = std::make_shared<const TakeSpec>(
+      TakeSpec{std::move(client), std::move(lock), std::move(owner_id), std::move(options)});
+  return [spec](std::function<void(Attempt)> report) {
+    std::vector<std::string> keys{spec->layout->key};
+    if (spec->layout->fencing()) keys.push_back(spec->layout->fence_key);
+    const auto sent = BootClock::now();
+    spec->core->eval_now(
+        scripts::reentrant_acquire,
+        encode_evalsha(scripts::reentrant_acquire, keys, {spec->owner, std::to_string(spec->lease.ttl.count())}),
+        [spec, sent, report = std::move(report)](Result<Reply> r) {
+          const auto& core = spec->core;
+          const ReentrantLayout& l = *spec->layout;
+          const std::string what = "ReentrantMutex '" + l.name + "' on " + core->address().display();
+          Attempt a;
+          if (!r.ok()) {
+            // The outcome is unknown: the take may exist. When this owner has no hold here, any
+            // count under its field is ours and unwanted: drop it, so it does not sit out its
+            // TTL. With a live hold a drop would end it, so that count stays (then the lock is
+            // freed at its TTL after the owner's last release).
+            if (!reentrant_hold_live(*core, l.key, spec->owner)) {
+              core->eval_now(scripts::reentrant_release,
+                             encode_evalsha(scripts::reentrant_release, std::vector<std::string>{l.key},
+                                            std::vector<std::string>{spec->owner, l.channel, l.message, ""}),
+                             [](Result<Reply>) {});
+            }
+            a.error = Error(r.code(), "acquiring " + what + ": " + r.error().what());
+            return report(std::move(a));
+          }
+          const Reply& rep = *r;
+          if (rep.is_error()) {
+            a.error = Error(classify_error_reply(rep), "acquiring " + what + ": " + rep.str());
+            return report(std::move(a));
+          }
+          const bool well_formed = rep.is_array() && (rep.size() == 2 || rep.size() == 3) && rep[0].is_integer() &&
+                                   (rep[0].integer() != 1 || (rep.size() == 3 && rep[1].is_integer() && rep[2].is_integer()));
+          if (!well_formed) {
+            a.error = Error(errc::protocol, "acquiring " + what + ": unexpected reply " + rep.to_string());
+            return report(std::move(a));
+          }
+          switch (rep[0].integer()) {
+            case 1:
+              a.kind = Attempt::Kind::acquired;
+              a.lease = join(*spec, FencingToken{static_cast<std::uint64_t>(rep[1].integer())}, rep[2].integer(), sent);
+              break;
+            case 0:
+              a.kind = Attempt::Kind::busy;
+              if (rep[1].is_integer() && rep[1].integer() >= 0) a.holder_ttl = milliseconds(rep[1].integer());
+              break;
+            default:
+              a.error = Error(errc::wrong_type, what + ": key '" + l.key + "' holds a " + rep[1].str() +
+                                                    ", not a dlock ReentrantMutex");
+          }
+          report(std::move(a));
+        });
+  };
+}
+
+bool reentrant_hold_live(const ClientCore& core, const std::string& key, const std::string& owner) {
+  std::shared_ptr<ReentrantHold> hold;  // released after the registry lock: it may be the last reference
+  {
+    auto& reg = Registry::get();
+    std::lock_guard lock(reg.mu);
+    auto it = reg.holds.find(registry_key(core, key, owner));
+    if (it != reg.holds.end()) hold = it->second.lock();
+  }
+  return hold && hold->live();
+}
+
+milliseconds reentrant_hold_remaining(const Lease& lease) noexcept {
+  if (!lease.held()) return milliseconds(0);
+  const auto* d = std::get_deleter<TakeDeleter>(lease.record());
+  if (d == nullptr || !d->hold || !d->hold->live()) return milliseconds(0);
+  const auto left = d->hold->record->valid_until() - BootClock::now();
+  return left.count() > 0 ? std::chrono::duration_cast<milliseconds>(left) : milliseconds(0);
+}
+
+}  // namespace dlock::detail
