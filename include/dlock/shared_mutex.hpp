@@ -64,7 +64,7 @@ namespace dlock {
 namespace detail {
 struct AcquireRequest;
 struct ScriptAttemptSpec;
-class RwThreadHolds;
+class ThreadHolds;
 }  // namespace detail
 
 class SharedMutex {
@@ -163,7 +163,7 @@ class SharedMutex {
   LeaseOptions lease_;
   std::shared_ptr<const detail::ScriptAttemptSpec> write_spec_;
   std::shared_ptr<const detail::ScriptAttemptSpec> read_spec_;
-  std::unique_ptr<detail::RwThreadHolds> holds_;
+  std::unique_ptr<detail::ThreadHolds> holds_;
 };
 
 }  // namespace dlock

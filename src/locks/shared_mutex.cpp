@@ -5,7 +5,7 @@
 
 #include "client_core.hpp"
 #include "locks/acquire_op.hpp"
-#include "locks/rw_holds.hpp"
+#include "locks/thread_holds.hpp"
 #include "locks/script_attempt.hpp"
 #include "scripts/script_call.hpp"
 #include "util/names.hpp"
@@ -23,7 +23,8 @@ extern const Script rw_withdraw;
 namespace dlock {
 
 using namespace detail;
-using Mode = RwThreadHolds::Mode;
+// The mode tag of the calling thread's hold in ThreadHolds.
+enum Mode : int { exclusive = 0, shared = 1 };
 
 namespace {
 
@@ -54,7 +55,7 @@ Result<Reply> eval_blocking(const std::shared_ptr<ClientCore>& core, const Scrip
 
 SharedMutex::SharedMutex(Client& client, std::string name, LeaseOptions lease)
     : core_(client.core()), name_(std::move(name)), lease_(std::move(lease)),
-      holds_(std::make_unique<RwThreadHolds>()) {
+      holds_(std::make_unique<ThreadHolds>()) {
   if (auto ok = validate_lock_name(name_); !ok) throw_error(ok.code(), ok.error().what());
   if (auto ok = validate_lease(lease_); !ok) throw_error(ok.code(), ok.error().what());
   key_ = core_->lock_key(name_);
@@ -77,7 +78,7 @@ SharedMutex::SharedMutex(Client& client, std::string name, LeaseOptions lease)
   read_spec_ = std::move(base);
 }
 
-SharedMutex::~SharedMutex() = default;  // RwThreadHolds releases what lock()/lock_shared() took
+SharedMutex::~SharedMutex() = default;  // ThreadHolds releases what lock()/lock_shared() took
 
 AcquireRequest SharedMutex::write_request(WaitOptions wait, std::string& owner, bool& intent) const {
   // A try that will not wait registers no intent: it would only keep readers out for nothing.
@@ -187,27 +188,27 @@ Result<void> SharedMutex::downgrade(Lease& writer) {
 // ------------------------------------------------------------------------- standard members
 
 void SharedMutex::lock() {
-  if (holds_->holds_any()) {
+  if (holds_->holds()) {
     throw std::system_error(std::make_error_code(std::errc::resource_deadlock_would_occur),
                             "SharedMutex '" + name_ + "' is already held by this thread");
   }
   Result<Lease> r = acquire(WaitOptions{});
   if (!r) throw_error(r.code(), r.error().what());
-  holds_->store(Mode::exclusive, std::move(*r));
+  holds_->store(std::move(*r), Mode::exclusive);
 }
 
 void SharedMutex::lock_shared() {
-  if (holds_->holds_any()) {
+  if (holds_->holds()) {
     throw std::system_error(std::make_error_code(std::errc::resource_deadlock_would_occur),
                             "SharedMutex '" + name_ + "' is already held by this thread");
   }
   Result<Lease> r = acquire_shared(WaitOptions{});
   if (!r) throw_error(r.code(), r.error().what());
-  holds_->store(Mode::shared, std::move(*r));
+  holds_->store(std::move(*r), Mode::shared);
 }
 
 bool SharedMutex::timed_try(milliseconds d, bool shared) {
-  if (holds_->holds_any()) return false;
+  if (holds_->holds()) return false;
   WaitOptions wait;  // the default recheck interval
   wait.timeout = std::max(d, milliseconds(0));
   Result<Lease> r = shared ? acquire_shared(wait) : acquire(wait);
@@ -215,7 +216,7 @@ bool SharedMutex::timed_try(milliseconds d, bool shared) {
     if (r.code() == errc::busy || r.code() == errc::timeout) return false;
     throw_error(r.code(), r.error().what());
   }
-  holds_->store(shared ? Mode::shared : Mode::exclusive, std::move(*r));
+  holds_->store(std::move(*r), shared ? Mode::shared : Mode::exclusive);
   return true;
 }
 
@@ -246,7 +247,7 @@ void SharedMutex::downgrade() {
   }
   Result<void> r = downgrade(*lease);
   // On an unknown outcome the hold stays recorded as exclusive; unlock() ends it either way.
-  holds_->store(r.ok() ? Mode::shared : Mode::exclusive, std::move(*lease));
+  holds_->store(std::move(*lease), r.ok() ? Mode::shared : Mode::exclusive);
   if (!r) throw_error(r.code(), r.error().what());
 }
 

@@ -1,10 +1,14 @@
-// ThreadHolds: the holds a lock object took through the standard members (lock/try_lock...),
-// one per thread, as std::timed_mutex semantics require (the thread that locked unlocks).
-// Shared by every lock kind's std adapter, so their users are not second-class: each thread can
-// ask for its token, its loss state and the error of its last unlock.
+// ThreadHolds: the holds a lock object took through the standard members (lock/try_lock...,
+// lock_shared...), one per thread, as std::timed_mutex semantics require (the thread that
+// locked unlocks). Shared by every lock kind's std adapter, so their users are not second-class:
+// each thread can ask for its token, its loss state and the error of its last unlock.
+//
+// A hold carries a mode tag for kinds with more than one way to hold (SharedMutex: exclusive or
+// shared); single-mode kinds leave it at 0.
 #pragma once
 
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -16,29 +20,39 @@ class ThreadHolds {
  public:
   ~ThreadHolds() { release_all(); }
 
-  // True when the calling thread holds a lease that is not known to be lost.
-  bool holds() const {
+  // True when the calling thread holds a lease (of `mode`, when given) not known to be lost.
+  bool holds(std::optional<int> mode = std::nullopt) const {
     std::lock_guard lock(mu_);
     const Hold* h = mine();
-    return h != nullptr && h->lease.held();
+    return h != nullptr && (!mode || h->mode == *mode) && h->lease.held();
   }
-  // Records the calling thread's new hold.
-  void store(Lease lease) {
+  // Records the calling thread's new hold (a previous, ended one is dropped).
+  void store(Lease lease, int mode = 0) {
     std::lock_guard lock(mu_);
     Hold* h = mine();
-    if (h == nullptr) h = &holds_.emplace_back(Hold{std::this_thread::get_id(), {}, {}, false, {}});
+    if (h == nullptr) h = &holds_.emplace_back(Hold{std::this_thread::get_id(), mode, {}, {}, false, {}});
+    h->mode = mode;
     h->token = lease.token();
     h->lost = false;
     h->last_error = {};
     h->lease = std::move(lease);
   }
-  // Releases the calling thread's hold (blocking, never throws) and records the outcome.
-  void release_mine() noexcept {
+  // Takes the calling thread's lease of `mode` out (nullopt when it has none), leaving its token
+  // and state for the caller to store() back (SharedMutex::downgrade).
+  std::optional<Lease> take_mine(int mode) {
+    std::lock_guard lock(mu_);
+    Hold* h = mine();
+    if (h == nullptr || h->mode != mode || !h->lease) return std::nullopt;
+    return std::move(h->lease);
+  }
+  // Releases the calling thread's hold (of `mode`, when given; blocking, never throws) and
+  // records the outcome. False when there was no such hold (nothing was done).
+  bool release_mine(std::optional<int> mode = std::nullopt) noexcept {
     Lease lease;
     {
       std::lock_guard lock(mu_);
       Hold* h = mine();
-      if (h == nullptr) return;
+      if (h == nullptr || (mode && h->mode != *mode) || !h->lease) return false;
       lease = std::move(h->lease);
     }
     Result<void> r = lease.release();  // outside the lock: it blocks for a round trip
@@ -47,6 +61,14 @@ class ThreadHolds {
       h->last_error = r.error();
       h->lost = lease.lost() || r.code() == errc::lock_lost;
     }
+    return true;
+  }
+  // Records an error for the calling thread without touching its hold (a mismatched unlock).
+  void note_error(Error e) {
+    std::lock_guard lock(mu_);
+    Hold* h = mine();
+    if (h == nullptr) h = &holds_.emplace_back(Hold{std::this_thread::get_id(), 0, {}, {}, false, {}});
+    h->last_error = std::move(e);
   }
   void release_all() noexcept {
     std::vector<Hold> all;
@@ -81,6 +103,7 @@ class ThreadHolds {
  private:
   struct Hold {
     std::thread::id thread;
+    int mode = 0;
     Lease lease;
     FencingToken token;
     bool lost = false;
