@@ -63,27 +63,11 @@ void FairLock::async_acquire(WaitOptions wait, std::function<void(Result<Lease>)
 }
 
 void FairLock::lock() {
-  // Not reentrant: waiting for our own hold would only end when it is lost.
-  if (holds_->holds()) {
-    throw std::system_error(std::make_error_code(std::errc::resource_deadlock_would_occur),
-                            "FairLock '" + spec_->name + "' is already held by this thread");
-  }
-  Result<Lease> r = acquire(WaitOptions{});
-  if (!r) throw_error(r.code(), r.error().what());
-  holds_->store(std::move(*r));
+  std_lock(*holds_, 0, "FairLock '" + spec_->name + "'", [this](WaitOptions w) { return acquire(w); });
 }
 
 bool FairLock::timed_try(milliseconds d) {
-  if (holds_->holds()) return false;
-  WaitOptions wait;  // (not WaitOptions{d, {}}: that would make the recheck interval zero)
-  wait.timeout = std::max(d, milliseconds(0));
-  Result<Lease> r = acquire(wait);
-  if (!r) {
-    if (r.code() == errc::busy || r.code() == errc::timeout) return false;
-    throw_error(r.code(), r.error().what());
-  }
-  holds_->store(std::move(*r));
-  return true;
+  return std_timed_try(*holds_, 0, d, [this](WaitOptions w) { return acquire(w); });
 }
 
 bool FairLock::try_lock() { return timed_try(milliseconds(0)); }

@@ -60,27 +60,11 @@ void Mutex::async_acquire(WaitOptions wait, std::function<void(Result<Lease>)> d
 }
 
 void Mutex::lock() {
-  // Mutex is not reentrant: waiting for our own hold would only end when it is lost.
-  if (holds_->holds()) {
-    throw std::system_error(std::make_error_code(std::errc::resource_deadlock_would_occur),
-                            "Mutex '" + name_ + "' is already held by this thread (use ReentrantMutex)");
-  }
-  Result<Lease> r = acquire(WaitOptions{});
-  if (!r) throw_error(r.code(), r.error().what());
-  holds_->store(std::move(*r));
+  std_lock(*holds_, 0, "Mutex '" + name_ + "' (use ReentrantMutex to take it again)", [this](WaitOptions w) { return acquire(w); });
 }
 
 bool Mutex::timed_try(milliseconds d) {
-  if (holds_->holds()) return false;
-  WaitOptions w;  // keeps the default recheck interval
-  w.timeout = std::max(d, milliseconds(0));
-  Result<Lease> r = acquire(w);
-  if (!r) {
-    if (r.code() == errc::busy || r.code() == errc::timeout) return false;
-    throw_error(r.code(), r.error().what());
-  }
-  holds_->store(std::move(*r));
-  return true;
+  return std_timed_try(*holds_, 0, d, [this](WaitOptions w) { return acquire(w); });
 }
 
 bool Mutex::try_lock() { return timed_try(milliseconds(0)); }

@@ -7,12 +7,16 @@
 // shared); single-mode kinds leave it at 0.
 #pragma once
 
+#include <algorithm>
 #include <mutex>
+#include <string>
+#include <system_error>
 #include <optional>
 #include <thread>
 #include <vector>
 
 #include "dlock/lease.hpp"
+#include "dlock/options.hpp"
 
 namespace dlock::detail {
 
@@ -120,5 +124,34 @@ class ThreadHolds {
   mutable std::mutex mu_;
   mutable std::vector<Hold> holds_;
 };
+
+// The standard adapter's lock() for the non-reentrant kinds: waiting for our own hold would only
+// end when it is lost, so a second lock() by the holding thread throws instead. Other failures
+// throw std::system_error, as the standard's lock() must.
+template <class Acquire>
+void std_lock(ThreadHolds& holds, int mode, const std::string& what, Acquire&& acquire) {
+  if (holds.holds()) {
+    throw std::system_error(std::make_error_code(std::errc::resource_deadlock_would_occur),
+                            what + " is already held by this thread");
+  }
+  Result<Lease> r = acquire(WaitOptions{});
+  if (!r) throw_error(r.code(), r.error().what());
+  holds.store(std::move(*r), mode);
+}
+
+// try_lock / try_lock_for: false when busy or timed out (or already held by this thread).
+template <class Acquire>
+bool std_timed_try(ThreadHolds& holds, int mode, milliseconds d, Acquire&& acquire) {
+  if (holds.holds()) return false;
+  WaitOptions wait;  // not WaitOptions{d, {}}: that would make the recheck interval zero
+  wait.timeout = std::max(d, milliseconds(0));
+  Result<Lease> r = acquire(wait);
+  if (!r) {
+    if (r.code() == errc::busy || r.code() == errc::timeout) return false;
+    throw_error(r.code(), r.error().what());
+  }
+  holds.store(std::move(*r), mode);
+  return true;
+}
 
 }  // namespace dlock::detail
