@@ -1,7 +1,9 @@
 // An embedded Lua script: its name, source and SHA1 (computed at build time).
 //
-// The sources live in src/scripts/*.lua; cmake/embed_scripts.cmake turns each into one of the
-// constants below, so EVALSHA can be sent without loading anything at start-up.
+// The sources live in src/scripts/*.lua; cmake/embed_scripts.cmake turns each file NAME.lua into
+// a constant dlock::detail::scripts::NAME, so EVALSHA can be sent without loading anything at
+// start-up. The scripts several files use are declared below; a lock kind declares its own
+// scripts in its source file.
 #pragma once
 
 namespace dlock::detail {
