@@ -22,6 +22,7 @@
 #include "dlock/dlock.hpp"
 #include "dlock/fair_lock.hpp"
 #include "scripts/script.hpp"
+#include "support/lock_helpers.hpp"
 #include "support/process.hpp"
 #include "support/raw_connection.hpp"
 #include "support/redis_server.hpp"
@@ -34,6 +35,11 @@ extern const Script fair_force_unlock;
 
 namespace {
 
+using dlock::test::LossProbe;
+using dlock::test::key_of;
+using dlock::test::no_wait;
+using dlock::test::watchdog;
+
 using namespace std::chrono_literals;
 using dlock::test::ChildProcess;
 using dlock::test::RawConnection;
@@ -42,13 +48,11 @@ using dlock::test::ms_since;
 using dlock::test::SteadyClock;
 using std::chrono::milliseconds;
 
-std::string key_of(const std::string& name) { return "dlock:{" + name + "}"; }
 std::string queue_of(const std::string& name) { return key_of(name) + ":queue"; }
 std::string timeouts_of(const std::string& name) { return key_of(name) + ":timeouts"; }
 
 long long to_count(const std::string& s) { return s == "(nil)" ? 0 : std::stoll(s); }
 
-dlock::WaitOptions no_wait() { return dlock::WaitOptions{milliseconds(0), milliseconds(500)}; }
 // Waits up to `timeout`, rechecking only every 10 s: whatever is faster came from a notification.
 dlock::WaitOptions notified(milliseconds timeout = 20s) { return dlock::WaitOptions{timeout, 10000ms}; }
 
@@ -57,23 +61,6 @@ dlock::FairLockOptions waiter_ttl(milliseconds ttl) {
   o.waiter_ttl = ttl;
   return o;
 }
-
-dlock::LeaseOptions watchdog(milliseconds ttl) {
-  dlock::LeaseOptions o;
-  o.ttl = ttl;
-  return o;
-}
-
-struct LossProbe {
-  std::atomic<int> calls{0};
-  std::atomic<int> reason{-1};
-  void attach(dlock::LeaseOptions& o) {
-    o.events.on_lost = [this](dlock::LossReason r) {
-      reason.store(static_cast<int>(r));
-      calls.fetch_add(1);
-    };
-  }
-};
 
 // Calls of EVALSHA and EVAL the server has executed so far (INFO commandstats).
 long long script_calls(RawConnection& raw) {

@@ -15,12 +15,15 @@
 #include <vector>
 
 #include "dlock/dlock.hpp"
+#include "support/lock_helpers.hpp"
 #include "support/raw_connection.hpp"
 #include "support/server_fixture.hpp"
 #include "support/wait.hpp"
 #include "support/redis_server.hpp"
 
 namespace {
+
+using dlock::test::key_of;
 
 using namespace std::chrono_literals;
 using dlock::FencingToken;
@@ -30,8 +33,6 @@ using dlock::test::eventually;
 using dlock::test::ms_since;
 using SteadyClock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
-
-std::string key_of(const std::string& name) { return "dlock:{" + name + "}"; }
 
 using FencingTest = dlock::test::ServerFixture;
 

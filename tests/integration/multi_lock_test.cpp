@@ -16,6 +16,7 @@
 #include "dlock/dlock.hpp"
 #include "dlock/multi_lock.hpp"
 #include "scripts/script.hpp"
+#include "support/lock_helpers.hpp"
 #include "support/raw_connection.hpp"
 #include "support/redis_server.hpp"
 #include "support/server_fixture.hpp"
@@ -27,27 +28,16 @@ extern const Script multi_release;
 
 namespace {
 
+using dlock::test::key_of;
+using dlock::test::no_wait;
+using dlock::test::watchdog;
+
 using namespace std::chrono_literals;
 using dlock::test::RawConnection;
 using dlock::test::eventually;
 using dlock::test::ms_since;
 using SteadyClock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
-
-std::string key_of(const std::string& name) { return "dlock:{" + name + "}"; }
-
-dlock::WaitOptions no_wait() {
-  dlock::WaitOptions w;
-  w.timeout = milliseconds(0);
-  return w;
-}
-
-dlock::LeaseOptions watchdog(milliseconds ttl) {
-  dlock::LeaseOptions o;
-  o.mode = dlock::LeaseMode::watchdog;
-  o.ttl = ttl;
-  return o;
-}
 
 class MultiLockTest : public dlock::test::ServerFixture {
  protected:

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "dlock/dlock.hpp"
+#include "support/lock_helpers.hpp"
 #include "support/process.hpp"
 #include "support/raw_connection.hpp"
 #include "support/server_fixture.hpp"
@@ -27,6 +28,11 @@
 #include "support/redis_server.hpp"
 
 namespace {
+
+using dlock::test::LossProbe;
+using dlock::test::key_of;
+using dlock::test::no_wait;
+using dlock::test::watchdog;
 
 using namespace std::chrono_literals;
 using dlock::test::ChildProcess;
@@ -36,10 +42,6 @@ using dlock::test::eventually;
 using dlock::test::ms_since;
 using SteadyClock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
-
-std::string key_of(const std::string& name) { return "dlock:{" + name + "}"; }
-
-
 
 long long to_count(const std::string& s) { return s == "(nil)" ? 0 : std::stoll(s); }
 
@@ -56,26 +58,7 @@ dlock::LeaseOptions fixed_ttl(milliseconds ttl) {
   return o;
 }
 
-dlock::LeaseOptions watchdog(milliseconds ttl) {
-  dlock::LeaseOptions o;
-  o.mode = dlock::LeaseMode::watchdog;
-  o.ttl = ttl;
-  return o;
-}
-
-dlock::WaitOptions no_wait() { return dlock::WaitOptions{milliseconds(0), milliseconds(500)}; }
-
 // Counts on_lost calls and remembers the last reason.
-struct LossProbe {
-  std::atomic<int> calls{0};
-  std::atomic<int> reason{-1};
-  void attach(dlock::LeaseOptions& o) {
-    o.events.on_lost = [this](dlock::LossReason r) {
-      reason.store(static_cast<int>(r));
-      calls.fetch_add(1);
-    };
-  }
-};
 
 class MutexTest : public dlock::test::ServerFixture {
  protected:

@@ -14,12 +14,15 @@
 
 #include "dlock/dlock.hpp"
 #include "dlock/reentrant_mutex.hpp"
+#include "support/lock_helpers.hpp"
 #include "support/raw_connection.hpp"
 #include "support/redisson_emulator.hpp"
 #include "support/server_fixture.hpp"
 #include "support/wait.hpp"
 
 namespace {
+
+using dlock::test::no_wait;
 
 using namespace std::chrono_literals;
 using dlock::ReentrantMutex;
@@ -30,8 +33,6 @@ using SteadyClock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
 long long to_count(const std::string& s) { return s == "(nil)" ? 0 : std::stoll(s); }
-
-dlock::WaitOptions no_wait() { return dlock::WaitOptions{milliseconds(0), milliseconds(500)}; }
 
 ReentrantMutex::Options redisson() {
   ReentrantMutex::Options o;

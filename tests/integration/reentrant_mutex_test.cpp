@@ -19,6 +19,7 @@
 #include "dlock/dlock.hpp"
 #include "dlock/reentrant_mutex.hpp"
 #include "scripts/script.hpp"
+#include "support/lock_helpers.hpp"
 #include "support/process.hpp"
 #include "support/raw_connection.hpp"
 #include "support/server_fixture.hpp"
@@ -30,6 +31,10 @@ extern const Script reentrant_release;
 
 namespace {
 
+using dlock::test::LossProbe;
+using dlock::test::key_of;
+using dlock::test::no_wait;
+
 using namespace std::chrono_literals;
 using dlock::ReentrantMutex;
 using dlock::test::ChildProcess;
@@ -39,10 +44,7 @@ using dlock::test::RawConnection;
 using SteadyClock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
-std::string key_of(const std::string& name) { return "dlock:{" + name + "}"; }
 long long to_count(const std::string& s) { return s == "(nil)" ? 0 : std::stoll(s); }
-
-dlock::WaitOptions no_wait() { return dlock::WaitOptions{milliseconds(0), milliseconds(500)}; }
 
 ReentrantMutex::Options with_lease(dlock::LeaseMode mode, milliseconds ttl) {
   ReentrantMutex::Options o;
@@ -56,17 +58,6 @@ ReentrantMutex::Options with_owner(std::string owner) {
   o.owner = std::move(owner);
   return o;
 }
-
-struct LossProbe {
-  std::atomic<int> calls{0};
-  std::atomic<int> reason{-1};
-  void attach(dlock::LeaseOptions& o) {
-    o.events.on_lost = [this](dlock::LossReason r) {
-      reason.store(static_cast<int>(r));
-      calls.fetch_add(1);
-    };
-  }
-};
 
 // Runs `fn` on another thread (so it is another owner) and returns its result.
 template <class Fn>

@@ -20,6 +20,7 @@
 
 #include "dlock/dlock.hpp"
 #include "dlock/semaphore.hpp"
+#include "support/lock_helpers.hpp"
 #include "support/process.hpp"
 #include "support/raw_connection.hpp"
 #include "support/redis_server.hpp"
@@ -27,6 +28,11 @@
 #include "support/wait.hpp"
 
 namespace {
+
+using dlock::test::LossProbe;
+using dlock::test::key_of;
+using dlock::test::no_wait;
+using dlock::test::watchdog;
 
 using namespace std::chrono_literals;
 using dlock::test::ChildProcess;
@@ -37,31 +43,11 @@ using std::chrono::milliseconds;
 
 using SemaphoreTest = dlock::test::ServerFixture;
 
-std::string key_of(const std::string& name) { return "dlock:{" + name + "}"; }
-
-dlock::LeaseOptions watchdog(milliseconds ttl) {
-  dlock::LeaseOptions o;
-  o.ttl = ttl;
-  return o;
-}
-
-dlock::WaitOptions no_wait() { return dlock::WaitOptions{milliseconds(0), milliseconds(500)}; }
 dlock::WaitOptions wait_for(milliseconds timeout, milliseconds recheck = 100ms) {
   return dlock::WaitOptions{timeout, recheck};
 }
 
 long long to_count(const std::string& s) { return s == "(nil)" ? 0 : std::stoll(s); }
-
-struct LossProbe {
-  std::atomic<int> calls{0};
-  std::atomic<int> reason{-1};
-  void attach(dlock::LeaseOptions& o) {
-    o.events.on_lost = [this](dlock::LossReason r) {
-      reason.store(static_cast<int>(r));
-      calls.fetch_add(1);
-    };
-  }
-};
 
 // Enter: INCR "inside", keep its maximum in "inside_max"; returns how many are inside now.
 const char* kEnter =

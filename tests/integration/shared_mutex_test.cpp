@@ -21,6 +21,7 @@
 
 #include "dlock/dlock.hpp"
 #include "dlock/shared_mutex.hpp"
+#include "support/lock_helpers.hpp"
 #include "support/process.hpp"
 #include "support/raw_connection.hpp"
 #include "support/redis_server.hpp"
@@ -28,6 +29,11 @@
 #include "support/wait.hpp"
 
 namespace {
+
+using dlock::test::LossProbe;
+using dlock::test::key_of;
+using dlock::test::no_wait;
+using dlock::test::watchdog;
 
 using namespace std::chrono_literals;
 using dlock::test::ChildProcess;
@@ -39,31 +45,11 @@ using std::chrono::milliseconds;
 
 using SharedMutexTest = dlock::test::ServerFixture;
 
-std::string key_of(const std::string& name) { return "dlock:{" + name + "}"; }
-
-dlock::LeaseOptions watchdog(milliseconds ttl) {
-  dlock::LeaseOptions o;
-  o.ttl = ttl;
-  return o;
-}
-
-dlock::WaitOptions no_wait() { return dlock::WaitOptions{milliseconds(0), milliseconds(500)}; }
 dlock::WaitOptions wait_for(milliseconds timeout, milliseconds recheck = 100ms) {
   return dlock::WaitOptions{timeout, recheck};
 }
 
 long long to_count(const std::string& s) { return s == "(nil)" ? 0 : std::stoll(s); }
-
-struct LossProbe {
-  std::atomic<int> calls{0};
-  std::atomic<int> reason{-1};
-  void attach(dlock::LeaseOptions& o) {
-    o.events.on_lost = [this](dlock::LossReason r) {
-      reason.store(static_cast<int>(r));
-      calls.fetch_add(1);
-    };
-  }
-};
 
 // Gauges: a reader entering increments "readers_in" (and records its maximum in "readers_max")
 // and reports how many writers are in; a writer entering increments "writers_in" and reports

@@ -1,0 +1,43 @@
+// Small helpers the lock-kind tests share: the default key layout, common options, and a probe
+// that counts loss reports.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <string>
+
+#include "dlock/options.hpp"
+
+namespace dlock::test {
+
+// The key of lock `name` under the default prefix.
+inline std::string key_of(const std::string& name) { return "dlock:{" + name + "}"; }
+
+// A watchdog lease with the given TTL (renewed every ttl/3).
+inline dlock::LeaseOptions watchdog(std::chrono::milliseconds ttl) {
+  dlock::LeaseOptions o;
+  o.mode = dlock::LeaseMode::watchdog;
+  o.ttl = ttl;
+  return o;
+}
+
+// One attempt, no waiting.
+inline dlock::WaitOptions no_wait() {
+  dlock::WaitOptions w;
+  w.timeout = std::chrono::milliseconds(0);
+  return w;
+}
+
+// Counts on_lost calls and remembers the last reason.
+struct LossProbe {
+  std::atomic<int> calls{0};
+  std::atomic<int> reason{-1};
+  void attach(dlock::LeaseOptions& o) {
+    o.events.on_lost = [this](dlock::LossReason r) {
+      reason.store(static_cast<int>(r));
+      calls.fetch_add(1);
+    };
+  }
+};
+
+}  // namespace dlock::test
