@@ -73,8 +73,11 @@ class ClientCore : public std::enable_shared_from_this<ClientCore>, public Conne
   // The process-local wait queue of one lock, created on first use.
   std::shared_ptr<WaitQueue> wait_queue(const std::string& key, const AcquireRequest& req);
   void forget_wait_queue(const std::string& key);
-  // Fails every waiting acquisition (shutdown).
+  // Fails every waiting acquisition (shutdown): the WaitQueues' and the hooked ones'.
   void fail_waiters(const Error& why);
+  // Waits that do not use a WaitQueue (FairLock) register here so shutdown reaches them at once.
+  std::uint64_t add_shutdown_hook(std::function<void(const Error&)> fn);
+  void remove_shutdown_hook(std::uint64_t id);
 
   std::atomic<std::size_t> active_leases_{0};
 
@@ -102,6 +105,8 @@ class ClientCore : public std::enable_shared_from_this<ClientCore>, public Conne
   std::unique_ptr<Notifier> notifier_;
   std::unique_ptr<RenewalScheduler> renewals_;
   std::unordered_map<std::string, std::weak_ptr<WaitQueue>> wait_queues_;
+  std::unordered_map<std::uint64_t, std::function<void(const Error&)>> shutdown_hooks_;
+  std::uint64_t next_hook_id_ = 1;
 
   std::mutex submit_mu_;
   std::vector<Command> submitted_;

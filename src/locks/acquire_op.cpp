@@ -317,7 +317,18 @@ void ClientCore::fail_waiters(const Error& why) {
     if (auto q = weak.lock()) queues.push_back(std::move(q));
   }
   for (auto& q : queues) q->fail_all(why);
+  auto hooks = std::move(shutdown_hooks_);  // a hook's wait removes itself as it ends
+  shutdown_hooks_.clear();
+  for (auto& [id, fn] : hooks) fn(why);
 }
+
+std::uint64_t ClientCore::add_shutdown_hook(std::function<void(const Error&)> fn) {
+  const std::uint64_t id = next_hook_id_++;
+  shutdown_hooks_.emplace(id, std::move(fn));
+  return id;
+}
+
+void ClientCore::remove_shutdown_hook(std::uint64_t id) { shutdown_hooks_.erase(id); }
 
 void start_acquire(const std::shared_ptr<ClientCore>& core, AcquireRequest req, AcquireDone done,
                    std::stop_token stop) {

@@ -21,7 +21,6 @@ namespace {
 
 // While sleeping, a waiter looks at least this often whether its Client was shut down (a local
 // timer only: nothing is sent). It keeps ~Client from waiting on a long sleep.
-constexpr milliseconds shutdown_tick{1000};
 // A wait that timed out first removes its place, then returns; at most this much later when the
 // server is slow to answer (the place then expires by itself).
 constexpr milliseconds timeout_cleanup_grace{200};
@@ -49,6 +48,10 @@ class FairWaitOp final : public Notifier::Listener, public std::enable_shared_fr
   void start() {
     if (finished_) return;  // cancelled before it started
     if (core_->is_shut_down()) return deliver(Error(errc::shutdown, "client is shut down"));
+    // Shutdown reaches this wait through the Client's hook, not by polling.
+    shutdown_hook_ = core_->add_shutdown_hook([weak = weak_from_this()](const Error& why) {
+      if (auto self = weak.lock()) self->give_up(why);
+    });
     owner_ = core_->new_owner_token();
     channel_ = spec_->channel_prefix + owner_;
     const auto now = BootClock::now();
@@ -176,11 +179,11 @@ class FairWaitOp final : public Notifier::Listener, public std::enable_shared_fr
     const auto refresh_left =
         std::chrono::duration_cast<milliseconds>(spec_->refresh_interval() - (now - sent));
     next_try_at_ = now + fair_retry_delay(position, hint, recheck, refresh_left);
-    arm_tick(now);
+    arm_tick();
   }
 
-  void arm_tick(BootClock::time_point now) {
-    BootClock::time_point at = std::min(next_try_at_, now + shutdown_tick);
+  void arm_tick() {
+    BootClock::time_point at = next_try_at_;
     if (deadline_) at = std::min(at, *deadline_);
     sleeping_ = true;
     timer_.expires_at(at);
@@ -196,7 +199,7 @@ class FairWaitOp final : public Notifier::Listener, public std::enable_shared_fr
     const auto now = BootClock::now();
     if (deadline_ && now >= *deadline_) return give_up(Error(errc::timeout, "timed out waiting for " + spec_->what));
     if (now >= next_try_at_) return try_now(true);
-    arm_tick(now);
+    arm_tick();
   }
 
   // Ends the wait without the lock: leave the queue first (after the try in flight, if any, has
@@ -256,6 +259,8 @@ class FairWaitOp final : public Notifier::Listener, public std::enable_shared_fr
     grace_timer_.cancel();
     unsubscribe();
     stop_cb_.reset();
+    if (shutdown_hook_) core_->remove_shutdown_hook(shutdown_hook_);
+    shutdown_hook_ = 0;
     auto done = std::move(done_);
     done(std::move(result));
   }
@@ -281,6 +286,7 @@ class FairWaitOp final : public Notifier::Listener, public std::enable_shared_fr
   std::uint64_t generation_ = 0;       // notifications received
   std::uint64_t seen_generation_ = 0;  // ... when the last try was sent
   std::optional<Error> pending_;       // the outcome of a wait given up, delivered after cleanup
+  std::uint64_t shutdown_hook_ = 0;
   std::optional<std::stop_callback<std::function<void()>>> stop_cb_;
 };
 
