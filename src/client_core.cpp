@@ -126,23 +126,28 @@ void ClientCore::send_now(std::string payload, ReplyHandler done) {
   pick_connection().send(Command{std::move(payload), std::move(done)});
 }
 
+// Scripts from caller threads go through the same batched submission as every other command
+// (one post per batch, not one per call).
 void ClientCore::eval(const Script& s, const std::vector<std::string>& keys, const std::vector<std::string>& args,
                       ReplyHandler done) {
   std::string payload = encode_evalsha(s, keys, args);
-  if (on_loop_thread()) return eval_now(s, std::move(payload), std::move(done));
-  post([self = shared_from_this(), &s, payload = std::move(payload), done = std::move(done)]() mutable {
-    self->eval_now(s, std::move(payload), std::move(done));
-  });
+  ReplyHandler handler = with_eval_fallback(s, payload, std::move(done));
+  send(std::move(payload), std::move(handler));
 }
 
 void ClientCore::eval_now(const Script& s, std::string payload, ReplyHandler done) {
-  std::string copy = payload;  // kept for the one EVAL fallback
-  send_now(std::move(payload), [this, &s, copy = std::move(copy), done = std::move(done)](Result<Reply> r) mutable {
+  ReplyHandler handler = with_eval_fallback(s, payload, std::move(done));
+  send_now(std::move(payload), std::move(handler));
+}
+
+ReplyHandler ClientCore::with_eval_fallback(const Script& s, const std::string& evalsha_payload, ReplyHandler done) {
+  // The EVALSHA encoding is kept for the one EVAL fallback after NOSCRIPT.
+  return [this, &s, copy = evalsha_payload, done = std::move(done)](Result<Reply> r) mutable {
     if (r.ok() && r->is_error() && r->error_prefix() == "NOSCRIPT") {
       return send_now(evalsha_to_eval(s, copy), std::move(done));
     }
     done(std::move(r));
-  });
+  };
 }
 
 void ClientCore::on_connection_state(Connection& c, Connection::State s) {

@@ -85,6 +85,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore>, public Conne
 
  private:
   void drain();
+  ReplyHandler with_eval_fallback(const Script& s, const std::string& evalsha_payload, ReplyHandler done);
   void close_all();
   Connection& pick_connection();
 

@@ -115,7 +115,9 @@ Result<void> Lease::release() noexcept {
       rec->finish_release();
       return Error(errc::shutdown, "client is shut down; " + describe(*rec) + " expires at its TTL");
     }
-    // Renewal is cancelled first (same loop, earlier in order), so no renewal outlives release.
+    // Renewal is cancelled before the release is sent. A renewal already under way that crosses
+    // the release finds the key gone and changes nothing: the renew script never re-creates a
+    // key, and its reply is ignored once the lease is releasing.
     rec->core->post([rec] { rec->core->renewals().remove(*rec); });
     const std::vector<std::string> args = rec->release_args();
     if (rec->core->on_loop_thread()) {
