@@ -150,14 +150,19 @@ void Connection::send(Command&& cmd) {
       waiting_.push_back(std::move(cmd));
       return;
     case State::down:
+      if (!cmd.done) return;
       return cmd.done(last_error_ ? last_error_ : Error(errc::connection, name_ + " is unreachable"));
     case State::closed:
+      if (!cmd.done) return;
       return cmd.done(last_error_ ? last_error_ : Error(errc::shutdown, "client is shut down"));
   }
 }
 
 void Connection::enqueue_write(Command&& cmd) {
   wbuf_ += cmd.payload;
+  // A command without a handler expects no reply of its own (a subscriber's (S)UNSUBSCRIBE,
+  // whose confirmations arrive as pushes).
+  if (!cmd.done) return schedule_flush();
   inflight_.push_back(Pending{std::move(cmd.done), BootClock::now() + options_.command_timeout});
   if (!timeout_armed_) arm_timeout();
   schedule_flush();
@@ -209,10 +214,14 @@ void Connection::read() {
   });
 }
 
+// On a subscriber connection, messages and unsubscribe confirmations are pushes: a server
+// unsubscribes a sharded channel by itself when its slot moves away ("sunsubscribe"), so those
+// cannot be matched to commands; (S)UNSUBSCRIBE is therefore always sent without a handler.
 static bool is_push(const Reply& r) {
   if (!r.is_array() || r.size() < 3 || !r[0].is_string()) return false;
   const std::string& kind = r[0].str();
-  return kind == "message" || kind == "smessage" || kind == "pmessage";
+  return kind == "message" || kind == "smessage" || kind == "pmessage" || kind == "unsubscribe" ||
+         kind == "sunsubscribe";
 }
 
 void Connection::on_reply(Reply&& reply) {
@@ -280,7 +289,22 @@ void Connection::fail(Error why, bool reconnect) {
     set_state(State::closed);
   }
   for (auto& p : inflight) p.done(why);
-  for (auto& c : waiting) c.done(why);
+  for (auto& c : waiting) {
+    if (c.done) c.done(why);
+  }
+}
+
+void Connection::retarget(ServerAddress address) {
+  if (address.display() == address_.display() && address.port == address_.port) return;
+  address_ = std::move(address);
+  name_ = address_.display();
+  if (state_ == State::closed || state_ == State::idle) return;
+  // Whatever is in flight went to the old node: fail it (it may or may not have run there) and
+  // connect to the new one at once, without waiting for the backoff.
+  fail(Error(errc::connection, "the server moved to " + name_), true);
+  backoff_.reset();
+  reconnect_timer_.cancel();
+  if (state_ == State::down) connect();
 }
 
 void Connection::close(const Error& why) {

@@ -52,6 +52,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // Queues `cmd`. Fails it at once (errc::connection) when the node is down or the connection
   // closed, with errc::overloaded when too much is queued.
   void send(Command&& cmd);
+  // Points the connection at another node (Sentinel failover): fails what is in flight with
+  // errc::connection and reconnects to `address` at once. No-op when the address is the same.
+  void retarget(ServerAddress address);
   // Closes for good: fails everything with `why`; no reconnect.
   void close(const Error& why);
 

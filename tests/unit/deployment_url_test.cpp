@@ -1,0 +1,54 @@
+#include <gtest/gtest.h>
+
+#include "dlock/deployment.hpp"
+
+namespace dlock {
+namespace {
+
+TEST(DeploymentUrlTest, PlainUrlsAreStandalone) {
+  auto d = parse_deployment_url("redis://127.0.0.1:7000/2");
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->kind, Deployment::Kind::standalone);
+  ASSERT_EQ(d->nodes.size(), 1u);
+  EXPECT_EQ(d->nodes[0].db, 2);
+}
+
+TEST(DeploymentUrlTest, ClusterSeeds) {
+  auto d = parse_deployment_url("redis-cluster://:s3cret@127.0.0.1:7000,localhost:7001,[::1]:7002");
+  ASSERT_TRUE(d.ok()) << d.error().what();
+  EXPECT_EQ(d->kind, Deployment::Kind::cluster);
+  ASSERT_EQ(d->nodes.size(), 3u);
+  EXPECT_EQ(d->nodes[1].host, "localhost");
+  EXPECT_EQ(d->nodes[1].port, 7001);
+  EXPECT_EQ(d->nodes[2].host, "::1");
+  EXPECT_EQ(d->nodes[0].password, "s3cret");
+  EXPECT_EQ(d->nodes[2].password, "s3cret");
+  EXPECT_EQ(d->display().find("s3cret"), std::string::npos);
+}
+
+TEST(DeploymentUrlTest, SentinelWithMasterNameAndDb) {
+  auto d = parse_deployment_url("redis-sentinel://:pw@127.0.0.1:26379,127.0.0.1:26380/mymaster/3");
+  ASSERT_TRUE(d.ok()) << d.error().what();
+  EXPECT_EQ(d->kind, Deployment::Kind::sentinel);
+  EXPECT_EQ(d->master_name, "mymaster");
+  ASSERT_EQ(d->nodes.size(), 2u);
+  EXPECT_EQ(d->nodes[1].port, 26380);
+  EXPECT_EQ(d->nodes[0].db, 3);
+  EXPECT_EQ(d->display(), "sentinel 127.0.0.1:26379,127.0.0.1:26380/mymaster");
+}
+
+TEST(DeploymentUrlTest, BadForms) {
+  for (const char* url : {"redis-cluster://", "redis-cluster://h:1,,h:2", "redis-cluster://h:1/0",
+                          "redis-sentinel://h:26379", "redis-sentinel://h:26379/", "redis-sentinel://h:x/m",
+                          "redis-sentinel://h:1/m/notanumber", "redis-cluster://:pw@h:99999"}) {
+    auto d = parse_deployment_url(url);
+    ASSERT_FALSE(d.ok()) << url;
+    EXPECT_EQ(d.error().code, errc::invalid_argument) << url;
+  }
+  auto masked = parse_deployment_url("redis-cluster://:hunter2@h:99999");
+  ASSERT_FALSE(masked.ok());
+  EXPECT_EQ(masked.error().what().find("hunter2"), std::string::npos) << masked.error().what();
+}
+
+}  // namespace
+}  // namespace dlock
