@@ -30,10 +30,10 @@ Result<Reply> to_result(Result<Reply> r, const std::string& where) {
 }  // namespace
 
 Client::Client(std::string_view url, ClientOptions options) {
-  auto address = parse_url(url);
-  if (!address) throw_error(address.code(), address.error().what());
+  auto deployment = parse_deployment_url(url);
+  if (!deployment) throw_error(deployment.code(), deployment.error().what());
   if (auto ok = validate(options); !ok) throw_error(ok.code(), ok.error().what());
-  core_ = std::make_shared<detail::ClientCore>(std::move(*address), std::move(options));
+  core_ = std::make_shared<detail::ClientCore>(std::move(*deployment), std::move(options));
   core_->start();
 }
 

@@ -6,6 +6,11 @@
 #include <array>
 #include <future>
 
+#include <openssl/evp.h>
+
+#include "cluster/cluster_router.hpp"
+#include "cluster/node.hpp"
+#include "cluster/sentinel_watcher.hpp"
 #include "renewal/lease_record.hpp"
 #include "scripts/script_call.hpp"
 
@@ -36,22 +41,110 @@ std::string random_hex128() {
   return out;
 }
 
+std::string sha1_hex(const std::string& data) {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  EVP_Digest(data.data(), data.size(), md, &len, EVP_sha1(), nullptr);
+  static constexpr char hex[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned i = 0; i < len; ++i) {
+    out.push_back(hex[md[i] >> 4]);
+    out.push_back(hex[md[i] & 15]);
+  }
+  return out;
+}
+
+// Replaces the SHA1 of an EVALSHA encoding ("*N\r\n$7\r\nEVALSHA\r\n$40\r\n<sha1>..."), in place.
+void rewrite_evalsha(std::string& payload, const char* sha1) {
+  const std::size_t at = payload.find("\r\n") + 2 + std::string_view("$7\r\nEVALSHA\r\n$40\r\n").size();
+  payload.replace(at, 40, sha1, 40);
+}
+
 }  // namespace
 
-ClientCore::ClientCore(ServerAddress address, ClientOptions options)
-    : address_(std::move(address)),
+// A script as run on Redis Cluster: its PUBLISH calls become SPUBLISH, so a release is delivered
+// by the one shard that holds the lock instead of being broadcast over the whole cluster bus.
+struct ScriptVariant {
+  std::string name, source, sha1;
+  Script script{};
+};
+
+ClientCore::ClientCore(Deployment deployment, ClientOptions options)
+    : deployment_(std::move(deployment)),
+      address_(deployment_.nodes.front()),
+      cluster_mode_(deployment_.kind == Deployment::Kind::cluster),
       options_(std::move(options)),
       identity_(host_name() + ":" + std::to_string(::getpid())),
       client_id_(random_hex128()) {
-  const unsigned n = std::max(1u, options_.connections_per_node);
-  for (unsigned i = 0; i < n; ++i) {
-    connections_.push_back(std::make_shared<Connection>(io_, address_, options_, this, false));
-  }
   notifier_ = std::make_unique<Notifier>(io_, address_, options_);
+  switch (deployment_.kind) {
+    case Deployment::Kind::standalone:
+      primary_ = std::make_unique<Node>(io_, address_, options_, this);
+      primary_known_ = true;
+      break;
+    case Deployment::Kind::cluster:
+      cluster_ = std::make_unique<ClusterRouter>(io_, deployment_.nodes, options_, this);
+      cluster_->on_topology([this] { notifier_->reroute(); });
+      notifier_->use_sharded([this](const std::string& channel) { return cluster_->node_of(channel); },
+                             [this] { cluster_->refresh_soon(); });
+      break;
+    case Deployment::Kind::sentinel:
+      // The primary's address is not known yet: its connections start when a sentinel names it.
+      primary_ = std::make_unique<Node>(io_, address_, options_, this);
+      sentinel_ = std::make_unique<SentinelWatcher>(io_, deployment_.nodes, deployment_.master_name, address_, options_,
+                                                    [this](Result<ServerAddress> p) { on_primary(std::move(p)); });
+      break;
+  }
   renewals_ = std::make_unique<RenewalScheduler>(*this, io_);
 }
 
 ClientCore::~ClientCore() { shutdown(); }
+
+void ClientCore::on_primary(Result<ServerAddress> primary) {
+  if (!primary) {
+    discovery_error_ = primary.error();
+    if (!primary_known_) {
+      discovery_failed_ = true;
+      // Commands queued while waiting for the first answer fail now instead of hanging.
+      for (auto& c : primary_->conns) c->fail_queued(discovery_error_);
+    }
+    return;
+  }
+  discovery_error_ = {};
+  discovery_failed_ = false;
+  const bool first = !primary_known_;
+  primary_known_ = true;
+  primary_->retarget(*primary);
+  notifier_->retarget(*primary);
+  if (first) primary_->start();
+}
+
+std::vector<ServerAddress> ClientCore::primaries() const {
+  if (cluster_) return cluster_->primaries();
+  return {primary_->address};
+}
+
+void ClientCore::send_to(const ServerAddress& node, std::string payload, ReplyHandler done) {
+  if (shut_down_.load() && !work_) return done(Error(errc::shutdown, "client is shut down"));
+  if (cluster_) return cluster_->send_to(NodeEndpoint{node.host, node.port}, std::move(payload), std::move(done));
+  send_now(std::move(payload), std::move(done));
+}
+
+const Script& ClientCore::cluster_variant(const Script& s) {
+  std::lock_guard lock(variants_mu_);
+  auto& v = variants_[&s];
+  if (!v) {
+    v = std::make_unique<ScriptVariant>();
+    v->name = s.name;
+    v->source = s.source;
+    for (std::size_t at = 0; (at = v->source.find("'PUBLISH'", at)) != std::string::npos; at += 10) {
+      v->source.replace(at, 9, "'SPUBLISH'");
+    }
+    v->sha1 = sha1_hex(v->source);
+    v->script = Script{v->name.c_str(), v->source.c_str(), v->sha1.c_str()};
+  }
+  return v->script;
+}
 
 void ClientCore::start() {
   work_.emplace(io_.get_executor());
@@ -65,7 +158,9 @@ void ClientCore::start() {
   });
   ready.wait();
   post([this] {
-    for (auto& c : connections_) c->start();
+    if (cluster_) cluster_->start();
+    else if (sentinel_) sentinel_->start();
+    else primary_->start();
   });
 }
 
@@ -106,36 +201,39 @@ void ClientCore::drain() {
   for (auto& c : batch) send_now(std::move(c.payload), std::move(c.done));
 }
 
-Connection& ClientCore::pick_connection() {
-  // Prefer a ready connection, round robin; otherwise the next one (it queues or fails fast).
-  const std::size_t n = connections_.size();
-  for (std::size_t i = 0; i < n; ++i) {
-    Connection& c = *connections_[(next_connection_ + i) % n];
-    if (c.state() == Connection::State::ready) {
-      next_connection_ = (next_connection_ + i + 1) % n;
-      return c;
-    }
-  }
-  Connection& c = *connections_[next_connection_];
-  next_connection_ = (next_connection_ + 1) % n;
-  return c;
-}
-
 void ClientCore::send_now(std::string payload, ReplyHandler done) {
   if (shut_down_.load() && !work_) return done(Error(errc::shutdown, "client is shut down"));
-  pick_connection().send(Command{std::move(payload), std::move(done)});
+  if (cluster_) return cluster_->send(std::move(payload), std::move(done));
+  if (sentinel_) {
+    // Until a sentinel has answered, commands wait in the (idle) connections; once every
+    // sentinel has failed to, they fail fast with the reason.
+    if (!primary_known_ && discovery_failed_) return done(discovery_error_);
+    // A primary demoted by a failover answers writes with READONLY: ask the sentinels again.
+    done = [this, done = std::move(done)](Result<Reply> r) {
+      if (r.ok() && r->is_error() && r->error_prefix() == "READONLY") sentinel_->rediscover();
+      done(std::move(r));
+    };
+  }
+  primary_->pick().send(Command{std::move(payload), std::move(done)});
 }
 
 // Scripts from caller threads go through the same batched submission as every other command
 // (one post per batch, not one per call).
 void ClientCore::eval(const Script& s, const std::vector<std::string>& keys, const std::vector<std::string>& args,
                       ReplyHandler done) {
-  std::string payload = encode_evalsha(s, keys, args);
-  ReplyHandler handler = with_eval_fallback(s, payload, std::move(done));
+  const Script& run = cluster_mode_ ? cluster_variant(s) : s;
+  std::string payload = encode_evalsha(run, keys, args);
+  ReplyHandler handler = with_eval_fallback(run, payload, std::move(done));
   send(std::move(payload), std::move(handler));
 }
 
 void ClientCore::eval_now(const Script& s, std::string payload, ReplyHandler done) {
+  if (cluster_mode_) {
+    const Script& run = cluster_variant(s);
+    rewrite_evalsha(payload, run.sha1);
+    ReplyHandler handler = with_eval_fallback(run, payload, std::move(done));
+    return send_now(std::move(payload), std::move(handler));
+  }
   ReplyHandler handler = with_eval_fallback(s, payload, std::move(done));
   send_now(std::move(payload), std::move(handler));
 }
@@ -151,7 +249,14 @@ ReplyHandler ClientCore::with_eval_fallback(const Script& s, const std::string& 
 }
 
 void ClientCore::on_connection_state(Connection& c, Connection::State s) {
+  if (s == Connection::State::down) {
+    if (cluster_) cluster_->on_node_down();
+    if (sentinel_) sentinel_->rediscover();
+  }
   if (s != Connection::State::ready) return;
+  // Keyspace notifications are node-local and not sharded: on Cluster, waiters rely on the
+  // sharded release notifications and the holder's TTL.
+  if (cluster_) return;
   // Re-read on every (re)connect: the setting may have changed, or this may be another server
   // after a failover. An ACL that denies CONFIG simply leaves keyspace events unused.
   c.send(Command{format_command({"CONFIG", "GET", "notify-keyspace-events"}), [this](Result<Reply> r) {
@@ -165,7 +270,9 @@ void ClientCore::on_connection_state(Connection& c, Connection::State s) {
 void ClientCore::close_all() {
   const Error why(errc::shutdown, "client is shut down");
   fail_waiters(why);
-  for (auto& c : connections_) c->close(why);
+  if (cluster_) cluster_->close(why);
+  if (sentinel_) sentinel_->close(why);
+  if (primary_) primary_->close(why);
   notifier_->close(why);
   renewals_->take_all();
   work_.reset();

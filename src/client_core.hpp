@@ -16,6 +16,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "dlock/deployment.hpp"
 #include "dlock/options.hpp"
 #include "dlock/url.hpp"
 #include "io/connection.hpp"
@@ -27,10 +28,14 @@ namespace dlock::detail {
 
 class WaitQueue;
 struct AcquireRequest;
+struct Node;
+struct ScriptVariant;
+class ClusterRouter;
+class SentinelWatcher;
 
 class ClientCore : public std::enable_shared_from_this<ClientCore>, public Connection::Observer {
  public:
-  ClientCore(ServerAddress address, ClientOptions options);
+  ClientCore(Deployment deployment, ClientOptions options);
   ~ClientCore() override;
 
   void start();     // starts the loop thread and connects
@@ -46,7 +51,12 @@ class ClientCore : public std::enable_shared_from_this<ClientCore>, public Conne
   void post(std::function<void()> fn);
   bool on_loop_thread() const noexcept { return std::this_thread::get_id() == loop_thread_id_.load(); }
   bool is_shut_down() const noexcept { return shut_down_.load(); }
+  // For messages and the database number: the server (standalone), the first seed (Cluster) or
+  // the first sentinel with the primary's database (Sentinel). Fixed for the Client's life.
   const ServerAddress& address() const noexcept { return address_; }
+  const Deployment& deployment() const noexcept { return deployment_; }
+  // Redis Cluster: keys of one command must share a slot; pub/sub is sharded.
+  bool cluster_mode() const noexcept { return cluster_mode_; }
   const ClientOptions& options() const noexcept { return options_; }
   // 32 random hex digits, fixed for this Client: the base of per-thread owner identities
   // (ReentrantMutex), unique across processes and Clients.
@@ -66,6 +76,10 @@ class ClientCore : public std::enable_shared_from_this<ClientCore>, public Conne
 
   // --- loop thread ---
   asio::io_context& io() noexcept { return io_; }
+  // The primaries that hold data (one unless Cluster), and a command for one of them (no
+  // redirection handling): for per-node commands such as SCAN or INFO.
+  std::vector<ServerAddress> primaries() const;
+  void send_to(const ServerAddress& node, std::string payload, ReplyHandler done);
   void send_now(std::string payload, ReplyHandler done);
   void eval_now(const Script& s, std::string payload, ReplyHandler done);
   Notifier& notifier() noexcept { return *notifier_; }
@@ -87,9 +101,13 @@ class ClientCore : public std::enable_shared_from_this<ClientCore>, public Conne
   void drain();
   ReplyHandler with_eval_fallback(const Script& s, const std::string& evalsha_payload, ReplyHandler done);
   void close_all();
-  Connection& pick_connection();
+  void on_primary(Result<ServerAddress> primary);
+  // Cluster: the script with PUBLISH turned into SPUBLISH (sharded pub/sub), made once per script.
+  const Script& cluster_variant(const Script& s);
 
+  Deployment deployment_;
   ServerAddress address_;
+  const bool cluster_mode_;
   ClientOptions options_;
   std::string identity_;
   std::string client_id_;
@@ -101,8 +119,14 @@ class ClientCore : public std::enable_shared_from_this<ClientCore>, public Conne
   std::atomic<bool> shut_down_{false};
   std::atomic<bool> keyspace_events_{false};
 
-  std::vector<std::shared_ptr<Connection>> connections_;
-  std::size_t next_connection_ = 0;
+  std::unique_ptr<Node> primary_;             // standalone and Sentinel
+  std::unique_ptr<ClusterRouter> cluster_;    // Cluster
+  std::unique_ptr<SentinelWatcher> sentinel_;  // Sentinel
+  bool primary_known_ = false;                // Sentinel: a sentinel has named the primary
+  bool discovery_failed_ = false;              // Sentinel: every sentinel failed to name it
+  Error discovery_error_;                      // Sentinel: why no primary is known
+  std::mutex variants_mu_;
+  std::unordered_map<const Script*, std::unique_ptr<ScriptVariant>> variants_;
   std::unique_ptr<Notifier> notifier_;
   std::unique_ptr<RenewalScheduler> renewals_;
   std::unordered_map<std::string, std::weak_ptr<WaitQueue>> wait_queues_;

@@ -307,6 +307,15 @@ void Connection::retarget(ServerAddress address) {
   if (state_ == State::down) connect();
 }
 
+void Connection::fail_queued(const Error& why) {
+  if (state_ != State::idle) return;
+  std::deque<Command> waiting;
+  waiting.swap(waiting_);
+  for (auto& c : waiting) {
+    if (c.done) c.done(why);
+  }
+}
+
 void Connection::close(const Error& why) {
   if (state_ == State::closed) return;
   state_ = State::closed;  // no observer call and no reconnect during shutdown

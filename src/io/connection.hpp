@@ -55,6 +55,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // Points the connection at another node (Sentinel failover): fails what is in flight with
   // errc::connection and reconnects to `address` at once. No-op when the address is the same.
   void retarget(ServerAddress address);
+  // Fails the commands queued before the first connect (state idle), e.g. when no sentinel could
+  // name the primary this connection is meant for.
+  void fail_queued(const Error& why);
   // Closes for good: fails everything with `why`; no reconnect.
   void close(const Error& why);
 

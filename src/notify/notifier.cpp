@@ -2,15 +2,37 @@
 
 #include <algorithm>
 
+#include "cluster/slot_map.hpp"
+
 namespace dlock::detail {
 
 Notifier::Notifier(asio::io_context& io, const ServerAddress& address, const ClientOptions& options)
-    : address_(address), conn_(std::make_shared<Connection>(io, address, options, this, /*subscriber=*/true)) {}
+    : io_(io), primary_(address), options_(options) {}
 
 Notifier::~Notifier() = default;
 
+void Notifier::use_sharded(Route route, std::function<void()> suspect) {
+  route_ = std::move(route);
+  suspect_ = std::move(suspect);
+}
+
+Connection& Notifier::connection(const std::string& key, const ServerAddress& address) {
+  auto it = conns_.find(key);
+  if (it == conns_.end()) {
+    it = conns_.emplace(key, std::make_shared<Connection>(io_, address, options_, this, /*subscriber=*/true)).first;
+  }
+  it->second->start();
+  return *it->second;
+}
+
+std::string Notifier::key_of(const Connection& c) const {
+  for (const auto& [key, conn] : conns_) {
+    if (conn.get() == &c) return key;
+  }
+  return "?";
+}
+
 void Notifier::subscribe(const std::string& channel, Listener* listener, Confirmed confirmed) {
-  conn_->start();
   auto [it, inserted] = channels_.try_emplace(channel);
   Channel& ch = it->second;
   ch.listeners.push_back(listener);
@@ -22,34 +44,55 @@ void Notifier::subscribe(const std::string& channel, Listener* listener, Confirm
   if (inserted) send_subscribe(channel, ch, false);
 }
 
-void Notifier::send_subscribe(const std::string& name, Channel& ch, bool resubscribe) {
+void Notifier::send_subscribe(const std::string& name, Channel& ch, bool resubscribe, const ServerAddress* to,
+                              int redirects) {
+  const bool sharded = static_cast<bool>(route_);
+  ServerAddress target = to != nullptr ? *to : (sharded ? route_(name) : primary_);
+  const std::string key = sharded ? target.display() : std::string();
+  ch.node = key;
   ch.epoch = next_epoch_++;
   ch.confirmed = false;
   ch.in_flight = true;
-  conn_->send(Command{format_command({"SUBSCRIBE", name}), [this, name, epoch = ch.epoch, resubscribe](Result<Reply> r) {
-                        auto it = channels_.find(name);
-                        if (it == channels_.end() || it->second.epoch != epoch) return;
-                        Channel& c = it->second;
-                        c.in_flight = false;
-                        Error err;
-                        if (!r.ok()) err = r.error();
-                        else if (r->is_error())
-                          err = Error(classify_error_reply(*r), "SUBSCRIBE " + name + " refused by " +
-                                                                    address_.display() + ": " + r->str());
-                        c.confirmed = !err;
-                        auto waiting = std::move(c.on_confirm);
-                        c.on_confirm.clear();
-                        auto listeners = c.listeners;  // callbacks may unsubscribe
-                        for (auto& f : waiting) f(err);
-                        if (!err && resubscribe) {
-                          for (Listener* l : listeners) {
-                            auto again = channels_.find(name);
-                            if (again == channels_.end()) break;
-                            auto& now = again->second.listeners;
-                            if (std::find(now.begin(), now.end(), l) != now.end()) l->on_resubscribed();
-                          }
-                        }
-                      }});
+  Connection& conn = connection(key, target);
+  conn.send(Command{
+      format_command({sharded ? "SSUBSCRIBE" : "SUBSCRIBE", name}),
+      [this, name, epoch = ch.epoch, resubscribe, target, redirects](Result<Reply> r) {
+        auto it = channels_.find(name);
+        if (it == channels_.end() || it->second.epoch != epoch) return;
+        Channel& c = it->second;
+        c.in_flight = false;
+        if (r.ok() && r->is_error()) {
+          if (auto moved = parse_redirect(r->str()); moved && redirects < 5) {
+            // The slot lives elsewhere: follow the redirection and have the map refreshed.
+            if (suspect_) suspect_();
+            ServerAddress there = target;
+            there.host = moved->to.host;
+            there.port = moved->to.port;
+            return send_subscribe(name, c, true, &there, redirects + 1);
+          }
+        }
+        Error err;
+        if (!r.ok()) err = r.error();
+        else if (r->is_error())
+          err = Error(classify_error_reply(*r), "SUBSCRIBE " + name + " refused by " + target.display() + ": " + r->str());
+        c.confirmed = !err;
+        auto waiting = std::move(c.on_confirm);
+        c.on_confirm.clear();
+        for (auto& f : waiting) f(err);
+        if (!err && resubscribe) notify_resubscribed(name);
+      }});
+}
+
+void Notifier::notify_resubscribed(const std::string& name) {
+  auto it = channels_.find(name);
+  if (it == channels_.end()) return;
+  auto listeners = it->second.listeners;  // callbacks may unsubscribe
+  for (Listener* l : listeners) {
+    auto again = channels_.find(name);
+    if (again == channels_.end()) break;
+    auto& now = again->second.listeners;
+    if (std::find(now.begin(), now.end(), l) != now.end()) l->on_resubscribed();
+  }
 }
 
 void Notifier::unsubscribe(const std::string& channel, Listener* listener) {
@@ -59,34 +102,87 @@ void Notifier::unsubscribe(const std::string& channel, Listener* listener) {
   auto pos = std::find(ls.begin(), ls.end(), listener);
   if (pos != ls.end()) ls.erase(pos);
   if (!ls.empty()) return;
+  const std::string node = it->second.node;
   channels_.erase(it);
-  if (conn_->state() == Connection::State::ready || conn_->state() == Connection::State::handshaking ||
-      conn_->state() == Connection::State::connecting) {
-    conn_->send(Command{format_command({"UNSUBSCRIBE", channel}), [](Result<Reply>) {}});
+  auto c = conns_.find(node);
+  if (c == conns_.end()) return;
+  const auto st = c->second->state();
+  if (st == Connection::State::ready || st == Connection::State::handshaking || st == Connection::State::connecting) {
+    // No handler: the confirmation arrives as a push (see Connection::on_reply).
+    c->second->send(Command{format_command({route_ ? "SUNSUBSCRIBE" : "UNSUBSCRIBE", channel}), nullptr});
+  }
+}
+
+void Notifier::retarget(const ServerAddress& address) {
+  primary_ = address;
+  if (route_) return;
+  auto it = conns_.find("");
+  if (it != conns_.end()) it->second->retarget(address);  // goes down, then ready: resubscribes
+}
+
+void Notifier::reroute() {
+  if (!route_) return;
+  for (auto& [name, ch] : channels_) {
+    ServerAddress now = route_(name);
+    if (now.display() == ch.node) continue;
+    if (ch.confirmed) {
+      auto old = conns_.find(ch.node);
+      if (old != conns_.end() && old->second->state() == Connection::State::ready) {
+        old->second->send(Command{format_command({"SUNSUBSCRIBE", name}), nullptr});
+      }
+    }
+    send_subscribe(name, ch, true, &now);
+  }
+  // Connections that carry nothing any more (a failed or demoted node) are closed.
+  for (auto it = conns_.begin(); it != conns_.end();) {
+    bool used = false;
+    for (const auto& [name, ch] : channels_) used = used || ch.node == it->first;
+    if (!used) {
+      it->second->close(Error(errc::connection, "no subscriptions left on " + it->first));
+      it = conns_.erase(it);
+    } else {
+      ++it;
+    }
   }
 }
 
 void Notifier::close(const Error& why) {
-  conn_->close(why);
+  for (auto& [key, c] : conns_) c->close(why);
   channels_.clear();
 }
 
-void Notifier::on_connection_state(Connection&, Connection::State s) {
+void Notifier::on_connection_state(Connection& c, Connection::State s) {
+  const std::string key = key_of(c);
   if (s == Connection::State::down) {
-    for (auto& [name, ch] : channels_) ch.confirmed = false;
+    for (auto& [name, ch] : channels_) {
+      if (ch.node == key) ch.confirmed = false;
+    }
+    if (route_ && suspect_) suspect_();
   }
   if (s != Connection::State::ready) return;
   // After a reconnect, channels whose subscription went with the old connection are subscribed
   // again, and their listeners re-check: releases published during the gap were not delivered.
   // (SUBSCRIBEs still queued from before the first connect are simply written now.)
   for (auto& [name, ch] : channels_) {
-    if (!ch.confirmed && !ch.in_flight) send_subscribe(name, ch, true);
+    if (ch.node == key && !ch.confirmed && !ch.in_flight) send_subscribe(name, ch, true);
   }
 }
 
-void Notifier::on_push(Connection&, Reply&& message) {
-  // ["message", channel, payload] or ["smessage", channel, payload]
-  const bool pattern = message[0].str() == "pmessage";
+void Notifier::on_push(Connection& c, Reply&& message) {
+  // ["message", channel, payload], ["smessage", channel, payload], ["pmessage", pattern, channel,
+  // payload], or an unsubscribe confirmation ["unsubscribe"|"sunsubscribe", channel, count].
+  const std::string& kind = message[0].str();
+  if (kind == "unsubscribe") return;
+  if (kind == "sunsubscribe") {
+    // Ours (the channel is gone from channels_ or is being re-subscribed), or the server dropped
+    // it because the slot moved away: then subscribe it where the slot lives now.
+    auto it = channels_.find(message[1].str());
+    if (it == channels_.end() || !it->second.confirmed || it->second.node != key_of(c)) return;
+    if (suspect_) suspect_();
+    send_subscribe(it->first, it->second, true);
+    return;
+  }
+  const bool pattern = kind == "pmessage";
   const std::string& channel = message[pattern ? 2 : 1].str();
   auto it = channels_.find(channel);
   if (it == channels_.end()) return;

@@ -1,10 +1,16 @@
-// Notifier: one subscriber connection per node; channels reference-counted across all the
-// waiters of the process.
+// Notifier: the subscriber side of release notifications; channels reference-counted across all
+// the waiters of the process.
+//
+// Standalone and Sentinel: one subscriber connection (to the primary; Sentinel failover retargets
+// it), SUBSCRIBE. Cluster: one subscriber connection per primary, sharded pub/sub (SSUBSCRIBE on
+// the node that serves the channel's slot — the channel shares its lock's hash tag), so a release
+// is not broadcast to every node. When a slot moves, the server drops the subscription
+// ("sunsubscribe") or answers MOVED; the channel is then subscribed on its new owner.
 //
 // Waiters subscribe *before* they try the lock (and wait for the server's confirmation), so a
-// release published between a failed try and the start of the wait cannot be missed. After the
-// subscriber connection is re-established every channel is subscribed again and its listeners are
-// told (on_resubscribed) so they re-check: messages published during the gap are lost.
+// release published between a failed try and the start of the wait cannot be missed. After a
+// subscription is re-established (reconnect, failover, slot move) its listeners are told
+// (on_resubscribed) so they re-check: messages published during the gap are lost.
 #pragma once
 
 #include <functional>
@@ -26,9 +32,19 @@ class Notifier final : public Connection::Observer {
     virtual void on_resubscribed() = 0;
   };
   using Confirmed = std::function<void(const Error&)>;
+  // Cluster: the node that serves a channel's slot now.
+  using Route = std::function<ServerAddress(const std::string& channel)>;
 
   Notifier(asio::io_context& io, const ServerAddress& address, const ClientOptions& options);
   ~Notifier() override;
+
+  // Loop thread only, before the first subscribe: switch to sharded pub/sub routed by `route`;
+  // `suspect` is called when a subscription met a moved slot or a failed node (refresh the map).
+  void use_sharded(Route route, std::function<void()> suspect);
+  // Sentinel: the primary moved; subscriptions are made again there.
+  void retarget(const ServerAddress& address);
+  // Cluster: the slot map changed; channels whose slot moved are subscribed on the new owner.
+  void reroute();
 
   // Loop thread only. `confirmed` runs once: when the server confirmed the subscription, or with
   // an error when it could not be made now (the listener stays registered and is subscribed
@@ -37,6 +53,7 @@ class Notifier final : public Connection::Observer {
   void unsubscribe(const std::string& channel, Listener* listener);
   void close(const Error& why);
   std::size_t channel_count() const noexcept { return channels_.size(); }
+  bool sharded() const noexcept { return static_cast<bool>(route_); }
 
   void on_connection_state(Connection& c, Connection::State s) override;
   void on_push(Connection& c, Reply&& message) override;
@@ -45,16 +62,25 @@ class Notifier final : public Connection::Observer {
   struct Channel {
     std::vector<Listener*> listeners;
     bool confirmed = false;
-    bool in_flight = false;  // a SUBSCRIBE awaits its reply
+    bool in_flight = false;   // a SUBSCRIBE awaits its reply
     std::uint64_t epoch = 0;  // identifies this subscription; a late reply for an older one is ignored
     std::vector<Confirmed> on_confirm;
+    std::string node;  // key of the connection that carries it
   };
-  void send_subscribe(const std::string& name, Channel& ch, bool resubscribe);
+  void send_subscribe(const std::string& name, Channel& ch, bool resubscribe, const ServerAddress* to = nullptr,
+                      int redirects = 0);
+  Connection& connection(const std::string& key, const ServerAddress& address);
+  std::string key_of(const Connection& c) const;
+  void notify_resubscribed(const std::string& name);
 
-  const ServerAddress& address_;
-  std::shared_ptr<Connection> conn_;
+  asio::io_context& io_;
+  ServerAddress primary_;
+  const ClientOptions& options_;
+  std::unordered_map<std::string, std::shared_ptr<Connection>> conns_;  // "" when not sharded
   std::unordered_map<std::string, Channel> channels_;
   std::uint64_t next_epoch_ = 1;
+  Route route_;
+  std::function<void()> suspect_;
 };
 
 }  // namespace dlock::detail

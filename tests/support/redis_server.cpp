@@ -1,3 +1,4 @@
+#include <atomic>
 #include "support/redis_server.hpp"
 
 #include <arpa/inet.h>
@@ -51,6 +52,29 @@ int free_port() {
   }
   ::close(fd);
   return ntohs(addr.sin_port);
+}
+
+bool port_free(int port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<std::uint16_t>(port));
+  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+  ::close(fd);
+  return ok;
+}
+
+// A Cluster node also listens on port + 10000 (its cluster bus), so the port must be at most
+// 55535 and both must be free. Picked at random below the kernel's ephemeral range.
+int free_cluster_port() {
+  static std::atomic<unsigned> seq{static_cast<unsigned>(::getpid()) * 7919u};
+  for (int i = 0; i < 1000; ++i) {
+    const int port = 20000 + static_cast<int>(seq.fetch_add(7919u) % 10000u);
+    if (port_free(port) && port_free(port + 10000)) return port;
+  }
+  throw std::runtime_error("no free port pair (p, p+10000) for a cluster node");
 }
 
 std::string make_temp_dir() {
@@ -139,7 +163,7 @@ int reap_if_exited(pid_t pid) {
 RedisServer::RedisServer(RedisServerOptions opts) : opts_(std::move(opts)), dir_(make_temp_dir()) {
   try {
     for (int attempt = 1;; ++attempt) {
-      port_ = free_port();
+      port_ = opts_.cluster_bus ? free_cluster_port() : free_port();
       if (launch() == Launch::ready) return;
       if (attempt == kNewPortAttempts) {
         throw std::runtime_error("redis-server: no free port after " + std::to_string(attempt) +

@@ -20,6 +20,8 @@ struct RedisServerOptions {
   // --appendonly yes --appendfsync always: every acknowledged write survives
   // kill(). Without it nothing is persisted (--save "" too).
   bool appendonly = false;
+  // A Cluster node: its port is at most 55535 and port + 10000 (the cluster bus) is free too.
+  bool cluster_bus = false;
 };
 
 // Single-threaded use: one test thread drives it. Not copyable or movable

@@ -1,0 +1,258 @@
+#include "cluster/cluster_router.hpp"
+
+#include <algorithm>
+
+#include "cluster/command_slot.hpp"
+#include "io/command.hpp"
+#include "util/slot.hpp"
+
+namespace dlock::detail {
+namespace {
+
+constexpr int max_redirects = 5;
+constexpr auto min_refresh_interval = std::chrono::milliseconds(100);
+constexpr auto refresh_retry = std::chrono::milliseconds(250);
+
+}  // namespace
+
+struct ClusterRouter::Routed {
+  std::string payload;
+  ReplyHandler done;
+  std::optional<std::uint16_t> slot;
+  int redirects = 0;
+  int retries = 0;
+  BootClock::time_point deadline;
+};
+
+ClusterRouter::ClusterRouter(asio::io_context& io, std::vector<ServerAddress> seeds, const ClientOptions& options,
+                             Connection::Observer* observer)
+    : io_(io),
+      seeds_(std::move(seeds)),
+      options_(options),
+      observer_(observer),
+      slots_(cluster_slots, nullptr),
+      refresh_timer_(io) {}
+
+ClusterRouter::~ClusterRouter() { *alive_ = false; }
+
+void ClusterRouter::start() {
+  for (const auto& s : seeds_) node(NodeEndpoint{s.host, s.port});
+  refresh();
+}
+
+ServerAddress ClusterRouter::address_of(const NodeEndpoint& ep) const {
+  ServerAddress a = seeds_.front();  // credentials and TLS settings are the same on every node
+  a.transport = ServerAddress::Transport::tcp;
+  a.host = ep.host;
+  a.port = ep.port;
+  a.db = 0;
+  return a;
+}
+
+Node& ClusterRouter::node(const NodeEndpoint& ep) {
+  const std::string key = ep.key();
+  auto it = nodes_.find(key);
+  if (it != nodes_.end()) return *it->second;
+  auto n = std::make_unique<Node>(io_, address_of(ep), options_, observer_);
+  Node& ref = *n;
+  nodes_.emplace(key, std::move(n));
+  if (!closed_) ref.start();
+  return ref;
+}
+
+Node* ClusterRouter::any_node() {
+  for (const auto& p : primaries_) {
+    Node& n = node(p);
+    if (n.any_ready()) return &n;
+  }
+  for (auto& [key, n] : nodes_) {
+    if (n->any_ready()) return n.get();
+  }
+  for (auto& [key, n] : nodes_) {
+    if (!n->all_down()) return n.get();
+  }
+  return &node(NodeEndpoint{seeds_.front().host, seeds_.front().port});
+}
+
+bool ClusterRouter::owns(const Connection& c) const {
+  for (const auto& [key, n] : nodes_) {
+    if (n->owns(c)) return true;
+  }
+  return false;
+}
+
+void ClusterRouter::send(std::string payload, ReplyHandler done) {
+  auto r = std::make_shared<Routed>();
+  r->slot = command_slot(payload);
+  r->payload = std::move(payload);
+  r->done = std::move(done);
+  r->deadline = BootClock::now() + options_.command_timeout;
+  dispatch(r);
+}
+
+void ClusterRouter::send_to(const NodeEndpoint& ep, std::string payload, ReplyHandler done) {
+  if (closed_) return done(Error(errc::shutdown, "client is shut down"));
+  node(ep).pick().send(Command{std::move(payload), std::move(done)});
+}
+
+void ClusterRouter::dispatch(const std::shared_ptr<Routed>& r) {
+  if (closed_) return r->done(Error(errc::shutdown, "client is shut down"));
+  Node* n = (r->slot && slots_[*r->slot] != nullptr) ? slots_[*r->slot] : any_node();
+  Connection& c = n->pick();
+  if (c.state() == Connection::State::down) {
+    // The owner is unreachable: the command has not left, so it may wait for a new map (a
+    // replica being promoted) within its deadline. Past it, the send below fails fast.
+    refresh_soon();
+    if (BootClock::now() + std::chrono::milliseconds(50) < r->deadline) {
+      Result<Reply> none = Error(errc::connection, n->address.display() + " is unreachable");
+      return retry_later(r, std::move(none));
+    }
+  }
+  c.send(Command{r->payload, [this, alive = std::weak_ptr<bool>(alive_), r](Result<Reply> res) mutable {
+                   if (alive.expired() || closed_) return r->done(std::move(res));
+                   if (!res.ok()) {
+                     if (res.code() == errc::connection || res.code() == errc::timeout) refresh_soon();
+                     return r->done(std::move(res));
+                   }
+                   if (!res->is_error()) return r->done(std::move(res));
+                   const std::string& text = res->str();
+                   if (auto redirect = parse_redirect(text)) {
+                     if (++r->redirects > max_redirects) {
+                       return r->done(Error(errc::server, "too many cluster redirections; last: " + text));
+                     }
+                     Node& target = node(redirect->to);
+                     if (!redirect->ask) {
+                       slots_[redirect->slot] = &target;
+                       refresh_soon();
+                       return dispatch(r);
+                     }
+                     // ASK: this one command, on the importing node, preceded by ASKING on the
+                     // same connection.
+                     Connection& to = target.pick();
+                     to.send(Command{format_command({"ASKING"}), [](Result<Reply>) {}});
+                     return to.send(Command{r->payload, [r](Result<Reply> again) { r->done(std::move(again)); }});
+                   }
+                   if (text.starts_with("TRYAGAIN") || text.starts_with("CLUSTERDOWN")) {
+                     if (text.starts_with("CLUSTERDOWN")) refresh_soon();
+                     return retry_later(r, std::move(res));
+                   }
+                   r->done(std::move(res));
+                 }});
+}
+
+void ClusterRouter::retry_later(const std::shared_ptr<Routed>& r, Result<Reply>&& last) {
+  const auto delay = std::min<std::chrono::milliseconds>(std::chrono::milliseconds(10 << std::min(r->retries, 5)),
+                                                         std::chrono::milliseconds(250));
+  if (BootClock::now() + delay >= r->deadline) return r->done(std::move(last));
+  ++r->retries;
+  auto timer = std::make_shared<BootTimer>(io_);
+  timer->expires_after(delay);
+  timer->async_wait([this, alive = std::weak_ptr<bool>(alive_), r, timer](std::error_code) {
+    if (alive.expired()) return r->done(Error(errc::shutdown, "client is shut down"));
+    dispatch(r);
+  });
+}
+
+void ClusterRouter::refresh_soon() {
+  if (closed_) return;
+  if (refreshing_) {
+    refresh_again_ = true;
+    return;
+  }
+  const auto now = BootClock::now();
+  if (now - last_refresh_ >= min_refresh_interval) return refresh();
+  if (refresh_again_) return;  // a timer is already armed
+  refresh_again_ = true;
+  refresh_timer_.expires_at(last_refresh_ + min_refresh_interval);
+  refresh_timer_.async_wait([this, alive = std::weak_ptr<bool>(alive_)](std::error_code ec) {
+    if (ec || alive.expired() || closed_) return;
+    refresh_again_ = false;
+    if (!refreshing_) refresh();
+  });
+}
+
+void ClusterRouter::refresh() {
+  refreshing_ = true;
+  refresh_from(0);
+}
+
+void ClusterRouter::refresh_from(std::size_t attempt) {
+  // Known primaries first (the ready ones before the others), then the seeds.
+  std::vector<NodeEndpoint> candidates;
+  for (const auto& p : primaries_) {
+    if (node(p).any_ready()) candidates.push_back(p);
+  }
+  for (const auto& p : primaries_) {
+    if (!node(p).any_ready()) candidates.push_back(p);
+  }
+  for (const auto& s : seeds_) {
+    NodeEndpoint ep{s.host, s.port};
+    if (std::find(candidates.begin(), candidates.end(), ep) == candidates.end()) candidates.push_back(ep);
+  }
+  if (attempt >= candidates.size()) {
+    // Nobody answered: try again later; commands meanwhile use the old map (or fail fast).
+    refreshing_ = false;
+    last_refresh_ = BootClock::now();
+    refresh_again_ = true;
+    refresh_timer_.expires_after(refresh_retry);
+    refresh_timer_.async_wait([this, alive = std::weak_ptr<bool>(alive_)](std::error_code ec) {
+      if (ec || alive.expired() || closed_) return;
+      refresh_again_ = false;
+      if (!refreshing_) refresh();
+    });
+    return;
+  }
+  const NodeEndpoint ep = candidates[attempt];
+  node(ep).pick().send(Command{format_command({"CLUSTER", "SLOTS"}),
+                               [this, alive = std::weak_ptr<bool>(alive_), ep, attempt](Result<Reply> r) {
+                                 if (alive.expired() || closed_) return;
+                                 if (r.ok()) {
+                                   auto map = SlotMap::parse(*r, ep.host);
+                                   if (map.ok()) {
+                                     install(std::move(*map));
+                                     refreshing_ = false;
+                                     last_refresh_ = BootClock::now();
+                                     if (refresh_again_) {
+                                       refresh_again_ = false;
+                                       refresh_soon();
+                                     }
+                                     return;
+                                   }
+                                 }
+                                 refresh_from(attempt + 1);
+                               }});
+}
+
+void ClusterRouter::install(SlotMap map) {
+  primaries_ = map.primaries();
+  std::vector<Node*> by_index;
+  by_index.reserve(primaries_.size());
+  for (const auto& p : primaries_) by_index.push_back(&node(p));
+  for (std::size_t s = 0; s < cluster_slots; ++s) slots_[s] = by_index[map.owner(static_cast<std::uint16_t>(s))];
+  have_map_ = true;
+  if (on_topology_) on_topology_();
+}
+
+ServerAddress ClusterRouter::node_of(std::string_view key) {
+  Node* n = slots_[key_slot(key)];
+  if (n != nullptr) return n->address;
+  return address_of(NodeEndpoint{seeds_.front().host, seeds_.front().port});
+}
+
+std::vector<ServerAddress> ClusterRouter::primaries() const {
+  std::vector<ServerAddress> out;
+  if (primaries_.empty()) {
+    out.push_back(seeds_.front());
+    return out;
+  }
+  for (const auto& p : primaries_) out.push_back(address_of(p));
+  return out;
+}
+
+void ClusterRouter::close(const Error& why) {
+  closed_ = true;
+  refresh_timer_.cancel();
+  for (auto& [key, n] : nodes_) n->close(why);
+}
+
+}  // namespace dlock::detail

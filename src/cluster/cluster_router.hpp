@@ -1,0 +1,79 @@
+// ClusterRouter: sends each command to the Cluster primary that serves its key's slot.
+//
+// The slot map comes from CLUSTER SLOTS, asked of any known node at start and again (debounced)
+// after a MOVED, a connection failure or a CLUSTERDOWN. Redirections are followed on the loop
+// thread without the caller noticing:
+//   MOVED       the slot has a new owner: patch the map, re-send there, refresh the whole map soon
+//   ASK         the slot is migrating: ASKING + the command on the target node, once; map unchanged
+//   TRYAGAIN    (multi-key command during a migration) and CLUSTERDOWN: re-sent after a short,
+//               growing delay, within the command's deadline (ClientOptions::command_timeout)
+// A command is only re-sent when the server said it did not run it (a redirection or one of the
+// errors above) or when it never left (its node was down at the time): a command that was written
+// and then lost with its connection fails with errc::connection, because it may have run.
+//
+// Loop thread only.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "cluster/node.hpp"
+#include "cluster/slot_map.hpp"
+
+namespace dlock::detail {
+
+class ClusterRouter {
+ public:
+  ClusterRouter(asio::io_context& io, std::vector<ServerAddress> seeds, const ClientOptions& options,
+                Connection::Observer* observer);
+  ~ClusterRouter();
+
+  void start();
+  void send(std::string payload, ReplyHandler done);
+  // Sends to one given node, no redirection handling (per-node commands: SCAN, INFO).
+  void send_to(const NodeEndpoint& node, std::string payload, ReplyHandler done);
+  // The node that serves `key`'s slot now (the seed while the map is unknown).
+  ServerAddress node_of(std::string_view key);
+  std::vector<ServerAddress> primaries() const;
+  bool owns(const Connection& c) const;
+  // A connection of some node failed: the topology may have changed.
+  void on_node_down() { refresh_soon(); }
+  void refresh_soon();
+  // Runs after every installed slot map (the Notifier re-routes its sharded subscriptions).
+  void on_topology(std::function<void()> fn) { on_topology_ = std::move(fn); }
+  bool has_map() const noexcept { return have_map_; }
+  void close(const Error& why);
+
+ private:
+  struct Routed;
+  void dispatch(const std::shared_ptr<Routed>& r);
+  void retry_later(const std::shared_ptr<Routed>& r, Result<Reply>&& last);
+  Node& node(const NodeEndpoint& ep);
+  Node* any_node();
+  void refresh();
+  void refresh_from(std::size_t attempt);
+  void install(SlotMap map);
+  ServerAddress address_of(const NodeEndpoint& ep) const;
+
+  asio::io_context& io_;
+  std::vector<ServerAddress> seeds_;
+  const ClientOptions& options_;
+  Connection::Observer* observer_;
+  std::unordered_map<std::string, std::unique_ptr<Node>> nodes_;  // by "host:port"
+  std::vector<Node*> slots_;                                       // 16384, nullptr: unknown
+  std::vector<NodeEndpoint> primaries_;
+  bool have_map_ = false;
+  bool refreshing_ = false;
+  bool refresh_again_ = false;
+  bool closed_ = false;
+  BootTimer refresh_timer_;
+  BootClock::time_point last_refresh_{};
+  std::function<void()> on_topology_;
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+};
+
+}  // namespace dlock::detail

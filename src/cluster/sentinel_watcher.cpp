@@ -1,0 +1,171 @@
+#include "cluster/sentinel_watcher.hpp"
+
+#include <charconv>
+#include <sstream>
+
+namespace dlock::detail {
+namespace {
+
+constexpr auto min_ask_interval = std::chrono::milliseconds(100);
+constexpr auto retry_after_failure = std::chrono::milliseconds(500);
+
+ServerAddress plain(ServerAddress a) {
+  a.user.clear();
+  a.password.clear();
+  a.db = 0;
+  return a;
+}
+
+std::optional<std::uint16_t> port_of(std::string_view s) {
+  unsigned v = 0;
+  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || ptr != s.data() + s.size() || v == 0 || v > 65535) return std::nullopt;
+  return static_cast<std::uint16_t>(v);
+}
+
+}  // namespace
+
+SentinelWatcher::SentinelWatcher(asio::io_context& io, std::vector<ServerAddress> sentinels, std::string master_name,
+                                 ServerAddress primary_template, const ClientOptions& options,
+                                 std::function<void(Result<ServerAddress>)> on_primary)
+    : io_(io),
+      sentinels_(std::move(sentinels)),
+      master_(std::move(master_name)),
+      template_(std::move(primary_template)),
+      options_(options),
+      on_primary_(std::move(on_primary)),
+      timer_(io) {
+  options_.user.reset();
+  options_.password.reset();
+  for (auto& s : sentinels_) {
+    s = plain(s);
+    conns_.push_back(std::make_shared<Connection>(io_, s, options_, nullptr, false));
+  }
+}
+
+SentinelWatcher::~SentinelWatcher() { *alive_ = false; }
+
+void SentinelWatcher::start() {
+  for (auto& c : conns_) c->start();
+  watch(0);
+  asking_ = true;
+  ask(0, 0, Error{});
+}
+
+void SentinelWatcher::rediscover() {
+  if (closed_) return;
+  if (asking_) {
+    ask_again_ = true;
+    return;
+  }
+  const auto now = BootClock::now();
+  if (now - last_ask_ < min_ask_interval) {
+    if (ask_again_) return;
+    ask_again_ = true;
+    timer_.expires_at(last_ask_ + min_ask_interval);
+    timer_.async_wait([this, alive = std::weak_ptr<bool>(alive_)](std::error_code ec) {
+      if (ec || alive.expired() || closed_) return;
+      ask_again_ = false;
+      rediscover();
+    });
+    return;
+  }
+  asking_ = true;
+  ask(0, 0, Error{});
+}
+
+void SentinelWatcher::ask(std::size_t index, std::size_t tried, Error last) {
+  if (closed_) return;
+  if (tried == sentinels_.size()) {
+    asking_ = false;
+    last_ask_ = BootClock::now();
+    on_primary_(Error(last ? last.code : std::error_code(errc::connection),
+                      "no sentinel could name the primary '" + master_ + "'" + (last ? ": " + last.what() : "")));
+    timer_.expires_after(retry_after_failure);
+    timer_.async_wait([this, alive = std::weak_ptr<bool>(alive_)](std::error_code ec) {
+      if (ec || alive.expired() || closed_) return;
+      rediscover();
+    });
+    return;
+  }
+  const std::size_t i = index % sentinels_.size();
+  conns_[i]->send(Command{
+      format_command({"SENTINEL", "GET-MASTER-ADDR-BY-NAME", master_}),
+      [this, alive = std::weak_ptr<bool>(alive_), i, tried](Result<Reply> r) {
+        if (alive.expired() || closed_) return;
+        const std::string who = "sentinel " + sentinels_[i].display();
+        Error err;
+        if (!r.ok()) {
+          err = r.error();
+        } else if (r->is_error()) {
+          err = Error(classify_error_reply(*r), who + ": " + r->str());
+        } else if (r->is_nil() || !r->is_array() || r->size() != 2) {
+          err = Error(errc::server, who + " does not know a primary named '" + master_ + "'");
+        } else if (auto port = port_of((*r)[1].str()); !port) {
+          err = Error(errc::protocol, who + " answered a bad port '" + (*r)[1].str() + "'");
+        } else {
+          asking_ = false;
+          last_ask_ = BootClock::now();
+          found((*r)[0].str(), *port);
+          if (ask_again_) {
+            ask_again_ = false;
+            timer_.cancel();
+            rediscover();
+          }
+          return;
+        }
+        ask(i + 1, tried + 1, err);
+      }});
+}
+
+void SentinelWatcher::found(std::string host, std::uint16_t port) {
+  ServerAddress a = template_;
+  a.transport = ServerAddress::Transport::tcp;
+  a.host = std::move(host);
+  a.port = port;
+  if (current_ && current_->host == a.host && current_->port == a.port) return;
+  current_ = a;
+  on_primary_(std::move(a));
+}
+
+void SentinelWatcher::watch(std::size_t index) {
+  watching_ = index % sentinels_.size();
+  if (!watch_conn_) {
+    watch_conn_ = std::make_shared<Connection>(io_, sentinels_[watching_], options_, this, /*subscriber=*/true);
+  } else {
+    watch_conn_->retarget(sentinels_[watching_]);
+  }
+  watch_conn_->start();
+}
+
+void SentinelWatcher::on_connection_state(Connection& c, Connection::State s) {
+  if (&c != watch_conn_.get() || closed_) return;
+  if (s == Connection::State::ready) {
+    c.send(Command{format_command({"SUBSCRIBE", "+switch-master"}), [](Result<Reply>) {}});
+    // A switch may have happened while we were not listening.
+    rediscover();
+  } else if (s == Connection::State::down && sentinels_.size() > 1) {
+    // Listen on the next sentinel instead (posted: not from inside the connection's own failure).
+    asio::post(io_, [this, alive = std::weak_ptr<bool>(alive_)] {
+      if (!alive.expired() && !closed_ && watch_conn_->state() == Connection::State::down) watch(watching_ + 1);
+    });
+  }
+}
+
+void SentinelWatcher::on_push(Connection&, Reply&& message) {
+  // ["message", "+switch-master", "<name> <old-ip> <old-port> <new-ip> <new-port>"]
+  if (message[0].str() != "message" || message.size() < 3) return;
+  std::istringstream in(message[2].str());
+  std::string name, old_ip, old_port, new_ip, new_port;
+  if (!(in >> name >> old_ip >> old_port >> new_ip >> new_port) || name != master_) return;
+  if (auto port = port_of(new_port)) found(new_ip, *port);
+}
+
+void SentinelWatcher::close(const Error& why) {
+  closed_ = true;
+  timer_.cancel();
+  for (auto& c : conns_) c->close(why);
+  if (watch_conn_) watch_conn_->close(why);
+}
+
+}  // namespace dlock::detail

@@ -1,0 +1,286 @@
+// Every lock kind on a real Redis Cluster (3 primaries + 3 replicas, started by the harness):
+// slot routing, sharded release notifications, MOVED and ASK during a slot migration, and a
+// primary killed while locks are held.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <optional>
+#include <set>
+#include <thread>
+
+#include "dlock/dlock.hpp"
+#include "support/lock_helpers.hpp"
+#include "support/raw_connection.hpp"
+#include "support/redis_cluster.hpp"
+#include "support/wait.hpp"
+#include "util/slot.hpp"
+
+namespace dlock::test {
+namespace {
+
+using namespace std::chrono_literals;
+
+// One cluster for the tests that do not break it (starting one costs a few seconds).
+class ClusterTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { cluster_ = new RedisCluster(3, 1); }
+  static void TearDownTestSuite() {
+    delete cluster_;
+    cluster_ = nullptr;
+  }
+  void SetUp() override {
+    // Seeded with one node only: the rest must be discovered.
+    client.emplace(cluster_->url_with_seed(0));
+    ASSERT_TRUE(client->ping(10s).ok());
+  }
+  void TearDown() override { client.reset(); }
+
+  RawConnection on_owner(const std::string& key) { return RawConnection(cluster_->node(cluster_->owner_of_key(key))); }
+
+  static RedisCluster* cluster_;
+  std::optional<Client> client;
+};
+RedisCluster* ClusterTest::cluster_ = nullptr;
+
+TEST_F(ClusterTest, MutexOnNamesSpreadOverAllSlots) {
+  std::set<std::size_t> owners;
+  std::set<std::uint16_t> slots;
+  for (int i = 0; i < 120; ++i) {
+    const std::string name = "spread-" + std::to_string(i);
+    Mutex m(*client, name);
+    auto lease = m.acquire(no_wait());
+    ASSERT_TRUE(lease.ok()) << name << ": " << lease.error().what();
+    slots.insert(detail::key_slot(key_of(name)));
+    if (i % 10 == 0) {
+      // The key lives where the cluster says its slot lives, with our token in it.
+      const std::size_t owner = cluster_->owner_of_key(key_of(name));
+      owners.insert(owner);
+      RawConnection c(cluster_->node(owner));
+      EXPECT_EQ(c.cmd({"GET", key_of(name)}), lease->owner());
+    }
+    ASSERT_TRUE(lease->release().ok());
+  }
+  EXPECT_GE(slots.size(), 100u);
+  EXPECT_EQ(owners.size(), 3u) << "names should land on every primary";
+}
+
+TEST_F(ClusterTest, EveryKindWorks) {
+  {
+    ReentrantMutex r(*client, "kinds-reentrant");
+    r.lock();
+    r.lock();
+    r.unlock();
+    r.unlock();
+  }
+  {
+    FairLock f(*client, "kinds-fair");
+    auto l = f.acquire(no_wait());
+    ASSERT_TRUE(l.ok()) << l.error().what();
+    ASSERT_TRUE(l->release().ok());
+  }
+  {
+    SharedMutex rw(*client, "kinds-rw");
+    auto r1 = rw.acquire_shared(no_wait());
+    auto r2 = rw.acquire_shared(no_wait());
+    ASSERT_TRUE(r1.ok() && r2.ok());
+    EXPECT_EQ(rw.acquire(no_wait()).code(), errc::busy);
+    ASSERT_TRUE(r1->release().ok());
+    ASSERT_TRUE(r2->release().ok());
+    auto w = rw.acquire(no_wait());
+    ASSERT_TRUE(w.ok()) << w.error().what();
+  }
+  {
+    Semaphore s(*client, "kinds-sem", 2);
+    auto a = s.acquire(2, no_wait());
+    ASSERT_TRUE(a.ok()) << a.error().what();
+    EXPECT_EQ(s.acquire(1, no_wait()).code(), errc::busy);
+  }
+}
+
+TEST_F(ClusterTest, ReleaseWakesTheWaiterThroughShardedPubSub) {
+  const std::string name = "sharded-wake";
+  Client other(cluster_->url_with_seed(1));
+  Mutex holder_lock(*client, name, watchdog(30s));
+  Mutex waiter_lock(other, name);
+  auto held = holder_lock.acquire(no_wait());
+  ASSERT_TRUE(held.ok());
+  std::atomic<bool> got{false};
+  std::thread waiter([&] {
+    WaitOptions w;
+    w.timeout = 20s;
+    auto l = waiter_lock.acquire(w);
+    got = l.ok();
+  });
+  // The waiter is subscribed on the shard that owns the lock, with SSUBSCRIBE (not SUBSCRIBE).
+  const std::string channel = key_of(name) + ":ch";
+  ASSERT_TRUE(eventually(
+      [&] {
+        auto c = on_owner(key_of(name));
+        auto n = c.cmd_array({"PUBSUB", "SHARDNUMSUB", channel});
+        return n.size() == 2 && n[1] == "1";
+      },
+      5s));
+  {
+    auto c = on_owner(key_of(name));
+    EXPECT_EQ(c.cmd_array({"PUBSUB", "NUMSUB", channel})[1], "0");
+  }
+  const auto t0 = SteadyClock::now();
+  ASSERT_TRUE(held->release().ok());
+  waiter.join();
+  EXPECT_TRUE(got);
+  // Woken by the notification, far sooner than the holder's 30 s TTL.
+  EXPECT_LT(ms_since(t0), 10s);
+}
+
+TEST_F(ClusterTest, ScriptsSurviveAFlushedScriptCache) {
+  Mutex m(*client, "flushed");
+  ASSERT_TRUE(m.acquire(no_wait())->release().ok());
+  for (std::size_t p : cluster_->primaries()) RawConnection(cluster_->node(p)).cmd({"SCRIPT", "FLUSH"});
+  auto l = m.acquire(no_wait());
+  ASSERT_TRUE(l.ok()) << l.error().what();
+  EXPECT_TRUE(l->release().ok());
+}
+
+TEST_F(ClusterTest, CrossSlotCommandsGetAClearError) {
+  auto r = client->command({"MSET", "{a}x", "1", "{b}y", "2"});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().what().find("CROSSSLOT"), std::string::npos) << r.error().what();
+}
+
+// Slot migration: the lock's keys move to another primary while the lock is held. The renewals
+// follow (ASK while migrating, MOVED after), the lease is not lost, unlock works on the new owner.
+TEST_F(ClusterTest, HeldLockSurvivesASlotMigration) {
+  const std::string name = "migrating";
+  const std::string key = key_of(name);
+  const auto slot = detail::key_slot(key);
+  LossProbe probe;
+  auto opts = watchdog(900ms);
+  probe.attach(opts);
+  Mutex m(*client, name, opts);
+  auto lease = m.acquire(no_wait());
+  ASSERT_TRUE(lease.ok());
+  const std::size_t from = cluster_->owner_of_slot(slot);
+  std::size_t to = from;
+  for (std::size_t p : cluster_->primaries()) {
+    if (p != from) to = p;
+  }
+  ASSERT_NE(from, to);
+  // Half-way: only the lock key moves; the fence counter stays behind (ASK for the lock key,
+  // TRYAGAIN for scripts that need both until the migration ends).
+  cluster_->begin_migration(slot, from, to, {key});
+  std::this_thread::sleep_for(1500ms);  // more than a TTL: renewals had to go through ASK
+  EXPECT_TRUE(lease->held());
+  cluster_->finish_migration(slot, from, to);
+  std::this_thread::sleep_for(1500ms);  // renewals now meet MOVED and follow it
+  EXPECT_TRUE(lease->held());
+  EXPECT_EQ(probe.calls.load(), 0);
+  RawConnection target(cluster_->node(to));
+  EXPECT_EQ(target.cmd({"GET", key}), lease->owner());
+  ASSERT_TRUE(lease->release().ok());
+  EXPECT_EQ(target.cmd({"EXISTS", key}), "0");
+  // And the next acquisition goes to the new owner straight away.
+  auto again = m.acquire(no_wait());
+  ASSERT_TRUE(again.ok()) << again.error().what();
+  EXPECT_GT(again->token().value, lease->token().value);
+  // Put the slot back so the suite's other tests see the original layout.
+  ASSERT_TRUE(again->release().ok());
+  cluster_->begin_migration(slot, to, from);
+  cluster_->finish_migration(slot, to, from);
+}
+
+// A single-key command for a key that already moved answers ASK: followed with ASKING.
+TEST_F(ClusterTest, CommandsFollowAskDuringMigration) {
+  const std::string key = "{asked}plain";
+  const auto slot = detail::key_slot(key);
+  ASSERT_TRUE(client->command({"SET", key, "v1"}).ok());
+  const std::size_t from = cluster_->owner_of_slot(slot);
+  std::size_t to = from;
+  for (std::size_t p : cluster_->primaries()) {
+    if (p != from) to = p;
+  }
+  cluster_->begin_migration(slot, from, to, {key});
+  auto r = client->command({"GET", key});
+  ASSERT_TRUE(r.ok()) << r.error().what();
+  EXPECT_EQ(r->str(), "v1");
+  cluster_->finish_migration(slot, from, to);
+  cluster_->begin_migration(slot, to, from);
+  cluster_->finish_migration(slot, to, from);
+}
+
+// A lock script names several keys of one slot. While the slot migrates and only some of them
+// have moved, the importing node answers TRYAGAIN: the acquisition is retried (within the command
+// timeout) and succeeds once the migration ends.
+TEST_F(ClusterTest, AcquireRetriesTryAgainUntilTheMigrationEnds) {
+  const std::string name = "tryagain";
+  const std::string key = key_of(name);
+  const auto slot = detail::key_slot(key);
+  Mutex m(*client, name);
+  ASSERT_TRUE(m.acquire(no_wait())->release().ok());  // creates the fence counter and :rel marker
+  const std::size_t from = cluster_->owner_of_slot(slot);
+  std::size_t to = from;
+  for (std::size_t p : cluster_->primaries()) {
+    if (p != from) to = p;
+  }
+  cluster_->begin_migration(slot, from, to);
+  std::thread finisher([&] {
+    std::this_thread::sleep_for(300ms);
+    cluster_->finish_migration(slot, from, to);
+  });
+  auto lease = m.acquire(no_wait());
+  finisher.join();
+  ASSERT_TRUE(lease.ok()) << lease.error().what();
+  RawConnection target(cluster_->node(to));
+  EXPECT_EQ(target.cmd({"GET", key}), lease->owner());
+  ASSERT_TRUE(lease->release().ok());
+  cluster_->begin_migration(slot, to, from);
+  cluster_->finish_migration(slot, to, from);
+}
+
+// A primary dies while locks on its slots are held and a replica is promoted. Each lease is then
+// either still held (the replica had the key and renewals reach it) or reported lost — never
+// silently both: a lease that says held has its token in the new primary.
+TEST(ClusterFailoverTest, PrimaryKilledWhileLocksAreHeld) {
+  RedisCluster cluster(3, 1);
+  Client client(cluster.url());
+  ASSERT_TRUE(client.ping(10s).ok());
+  const std::size_t victim = cluster.primaries().front();
+  std::vector<std::string> names;
+  for (int i = 0; names.size() < 5 && i < 500; ++i) {
+    std::string n = "fo-" + std::to_string(i);
+    if (cluster.owner_of_key(key_of(n)) == victim) names.push_back(n);
+  }
+  ASSERT_EQ(names.size(), 5u);
+  std::vector<std::unique_ptr<Mutex>> locks;
+  std::vector<Lease> leases;
+  std::vector<std::unique_ptr<LossProbe>> probes;
+  for (const auto& n : names) {
+    probes.push_back(std::make_unique<LossProbe>());
+    auto o = watchdog(3s);
+    probes.back()->attach(o);
+    locks.push_back(std::make_unique<Mutex>(client, n, o));
+    auto l = locks.back()->acquire(no_wait());
+    ASSERT_TRUE(l.ok()) << l.error().what();
+    leases.push_back(std::move(*l));
+  }
+  // Let the replica catch up, then kill the primary.
+  std::this_thread::sleep_for(200ms);
+  const std::size_t promoted = cluster.kill_primary_and_wait_failover(victim);
+  std::this_thread::sleep_for(4s);  // more than a TTL: every lease was renewed or lost by now
+  RawConnection now(cluster.node(promoted));
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    if (leases[i].held()) {
+      EXPECT_EQ(now.cmd({"GET", key_of(names[i])}), leases[i].owner()) << names[i] << " says held but is not";
+    } else {
+      EXPECT_TRUE(leases[i].lost());
+      EXPECT_EQ(probes[i]->calls.load(), 1) << names[i];
+    }
+  }
+  // New acquisitions on the promoted node work, with tokens above the old ones.
+  Mutex fresh(client, "fo-after-" + names[0]);
+  auto l = fresh.acquire(no_wait());
+  ASSERT_TRUE(l.ok()) << l.error().what();
+  for (auto& lease : leases) (void)lease.release();
+}
+
+}  // namespace
+}  // namespace dlock::test
