@@ -108,36 +108,43 @@ void ClusterRouter::dispatch(const std::shared_ptr<Routed>& r) {
       return retry_later(r, std::move(none));
     }
   }
-  c.send(Command{r->payload, [this, alive = std::weak_ptr<bool>(alive_), r](Result<Reply> res) mutable {
-                   if (alive.expired() || closed_) return r->done(std::move(res));
-                   if (!res.ok()) {
-                     if (res.code() == errc::connection || res.code() == errc::timeout) refresh_soon();
-                     return r->done(std::move(res));
-                   }
-                   if (!res->is_error()) return r->done(std::move(res));
-                   const std::string& text = res->str();
-                   if (auto redirect = parse_redirect(text)) {
-                     if (++r->redirects > max_redirects) {
-                       return r->done(Error(errc::server, "too many cluster redirections; last: " + text));
-                     }
-                     Node& target = node(redirect->to);
-                     if (!redirect->ask) {
-                       slots_[redirect->slot] = &target;
-                       refresh_soon();
-                       return dispatch(r);
-                     }
-                     // ASK: this one command, on the importing node, preceded by ASKING on the
-                     // same connection.
-                     Connection& to = target.pick();
-                     to.send(Command{format_command({"ASKING"}), [](Result<Reply>) {}});
-                     return to.send(Command{r->payload, [r](Result<Reply> again) { r->done(std::move(again)); }});
-                   }
-                   if (text.starts_with("TRYAGAIN") || text.starts_with("CLUSTERDOWN")) {
-                     if (text.starts_with("CLUSTERDOWN")) refresh_soon();
-                     return retry_later(r, std::move(res));
-                   }
-                   r->done(std::move(res));
+  c.send(Command{r->payload, [this, alive = std::weak_ptr<bool>(alive_), r](Result<Reply> res) {
+                   if (alive.expired()) return r->done(std::move(res));
+                   handle(r, std::move(res));
                  }});
+}
+
+void ClusterRouter::handle(const std::shared_ptr<Routed>& r, Result<Reply>&& res) {
+  if (closed_) return r->done(std::move(res));
+  if (!res.ok()) {
+    if (res.code() == errc::connection || res.code() == errc::timeout) refresh_soon();
+    return r->done(std::move(res));
+  }
+  if (!res->is_error()) return r->done(std::move(res));
+  const std::string& text = res->str();
+  if (auto redirect = parse_redirect(text)) {
+    if (++r->redirects > max_redirects) {
+      return r->done(Error(errc::server, "too many cluster redirections; last: " + text));
+    }
+    Node& target = node(redirect->to);
+    if (!redirect->ask) {
+      slots_[redirect->slot] = &target;
+      refresh_soon();
+      return dispatch(r);
+    }
+    // ASK: this one command, on the importing node, preceded by ASKING on the same connection.
+    Connection& to = target.pick();
+    to.send(Command{format_command({"ASKING"}), [](Result<Reply>) {}});
+    return to.send(Command{r->payload, [this, alive = std::weak_ptr<bool>(alive_), r](Result<Reply> again) {
+                             if (alive.expired()) return r->done(std::move(again));
+                             handle(r, std::move(again));
+                           }});
+  }
+  if (text.starts_with("TRYAGAIN") || text.starts_with("CLUSTERDOWN")) {
+    if (text.starts_with("CLUSTERDOWN")) refresh_soon();
+    return retry_later(r, std::move(res));
+  }
+  r->done(std::move(res));
 }
 
 void ClusterRouter::retry_later(const std::shared_ptr<Routed>& r, Result<Reply>&& last) {
@@ -145,6 +152,7 @@ void ClusterRouter::retry_later(const std::shared_ptr<Routed>& r, Result<Reply>&
                                                          std::chrono::milliseconds(250));
   if (BootClock::now() + delay >= r->deadline) return r->done(std::move(last));
   ++r->retries;
+  r->redirects = 0;  // a new attempt: the redirection limit guards against loops within one
   auto timer = std::make_shared<BootTimer>(io_);
   timer->expires_after(delay);
   timer->async_wait([this, alive = std::weak_ptr<bool>(alive_), r, timer](std::error_code) {

@@ -51,6 +51,7 @@ class ClusterRouter {
  private:
   struct Routed;
   void dispatch(const std::shared_ptr<Routed>& r);
+  void handle(const std::shared_ptr<Routed>& r, Result<Reply>&& res);
   void retry_later(const std::shared_ptr<Routed>& r, Result<Reply>&& last);
   Node& node(const NodeEndpoint& ep);
   Node* any_node();

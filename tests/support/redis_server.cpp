@@ -205,13 +205,19 @@ bool RedisServer::running() const {
 }
 
 std::vector<std::string> RedisServer::command_line() const {
-  std::vector<std::string> args = {redis_server_binary(),
-                                   "--port", std::to_string(port_),
-                                   "--bind", "127.0.0.1",
-                                   "--dir", dir_,
-                                   "--logfile", log_path(),
-                                   "--daemonize", "no",
-                                   "--protected-mode", "no"};
+  std::vector<std::string> args = {redis_server_binary()};
+  if (opts_.sentinel) {
+    // Sentinel mode needs a writable config file as the first argument (it rewrites it).
+    const std::string conf = dir_ + "/sentinel.conf";
+    if (!std::filesystem::exists(conf)) std::ofstream(conf).flush();
+    args.insert(args.end(), {conf, "--sentinel"});
+  }
+  args.insert(args.end(), {"--port", std::to_string(port_),
+                           "--bind", "127.0.0.1",
+                           "--dir", dir_,
+                           "--logfile", log_path(),
+                           "--daemonize", "no",
+                           "--protected-mode", "no"});
   if (opts_.appendonly) {
     args.insert(args.end(), {"--appendonly", "yes", "--appendfsync", "always"});
   } else {

@@ -22,6 +22,8 @@ struct RedisServerOptions {
   bool appendonly = false;
   // A Cluster node: its port is at most 55535 and port + 10000 (the cluster bus) is free too.
   bool cluster_bus = false;
+  // Run as a Sentinel (redis-server <dir>/sentinel.conf --sentinel); monitor with extra_args.
+  bool sentinel = false;
 };
 
 // Single-threaded use: one test thread drives it. Not copyable or movable
