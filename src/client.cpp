@@ -1,6 +1,7 @@
 #include "dlock/client.hpp"
 
 #include "client_core.hpp"
+#include "io/tls_context.hpp"
 #include "util/names.hpp"
 #include "util/sync_wait.hpp"
 
@@ -33,6 +34,7 @@ Client::Client(std::string_view url, ClientOptions options) {
   auto address = parse_url(url);
   if (!address) throw_error(address.code(), address.error().what());
   if (auto ok = validate(options); !ok) throw_error(ok.code(), ok.error().what());
+  if (auto ok = detail::resolve_tls(*address, options.tls); !ok) throw_error(ok.code(), ok.error().what());
   core_ = std::make_shared<detail::ClientCore>(std::move(*address), std::move(options));
   core_->start();
 }
