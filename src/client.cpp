@@ -1,6 +1,7 @@
 #include "dlock/client.hpp"
 
 #include "client_core.hpp"
+#include "io/tls_context.hpp"
 #include "util/names.hpp"
 #include "util/sync_wait.hpp"
 
@@ -33,6 +34,9 @@ Client::Client(std::string_view url, ClientOptions options) {
   auto deployment = parse_deployment_url(url);
   if (!deployment) throw_error(deployment.code(), deployment.error().what());
   if (auto ok = validate(options); !ok) throw_error(ok.code(), ok.error().what());
+  for (auto& node : deployment->nodes) {
+    if (auto ok = detail::resolve_tls(node, options.tls); !ok) throw_error(ok.code(), ok.error().what());
+  }
   core_ = std::make_shared<detail::ClientCore>(std::move(*deployment), std::move(options));
   core_->start();
 }

@@ -20,8 +20,38 @@ struct BackoffPolicy {
   double multiplier = 2.0;
 };
 
+// TLS to the server. A rediss:// URL turns it on and can set every field (see dlock/url.hpp);
+// a field set here overrides the URL's.
+//
+// Verification is on by default and checks both the chain (against ca_file / ca_path, or the
+// system's trust store when both are empty) and that the certificate names the server
+// (server_name, else the URL's host; an IP literal is matched against the IP addresses in the
+// certificate).
+struct TlsOptions {
+  // Use TLS even with a redis:// URL.
+  bool enabled = false;
+  // PEM file of the CA certificate(s) the server's certificate must chain to.
+  std::string ca_file;
+  // Directory of CA certificates named by subject hash (`openssl rehash DIR`).
+  std::string ca_path;
+  // Client certificate (PEM; may carry its chain) and its unencrypted PEM private key, for
+  // servers with `tls-auth-clients yes`. Both or neither.
+  std::string cert_file;
+  std::string key_file;
+  // The name sent as SNI and required in the server's certificate. Empty: the URL's host.
+  // Set it when connecting by IP address or through a tunnel to a server whose certificate
+  // names its DNS name.
+  std::string server_name;
+  // WARNING: INSECURE. Accepts ANY server certificate: no chain check, no name check. The
+  // connection is then encrypted but not authenticated, so anyone on the network path can
+  // impersonate the server, read the traffic and hand out locks. For throwaway test setups
+  // only. Cannot be combined with ca_file, ca_path or server_name (that would suggest a
+  // verification that does not happen).
+  bool insecure_skip_verify = false;
+};
+
 struct ClientOptions {
-  // Time to open a TCP/unix connection and finish AUTH/SELECT/CLIENT SETNAME.
+  // Time to open a TCP/unix connection and finish the TLS handshake and AUTH/SELECT/SETNAME.
   milliseconds connect_timeout{3000};
   // Time a command may wait for its reply. A command that times out closes its connection,
   // because a pipelined reply stream cannot be resynchronised.
@@ -43,6 +73,8 @@ struct ClientOptions {
   // Password/user override (e.g. from an environment variable) so it need not appear in a URL.
   std::optional<std::string> user;
   std::optional<std::string> password;
+  // TLS settings; merged with those of a rediss:// URL (these win when set).
+  TlsOptions tls;
 };
 
 // How a lease stays alive.

@@ -12,7 +12,7 @@ Connection::Connection(asio::io_context& io, ServerAddress address, const Client
       observer_(observer),
       subscriber_(subscriber),
       name_(address_.display()),
-      socket_(io),
+      stream_(io),
       resolver_(io),
       connect_timer_(io),
       timeout_timer_(io),
@@ -28,7 +28,7 @@ void Connection::set_state(State s) {
 }
 
 Error Connection::io_error(const char* what, const std::error_code& ec) const {
-  return Error(errc::connection, std::string(what) + " " + name_ + ": " + ec.message());
+  return Error(errc::connection, std::string(what) + " " + name_ + ": " + stream_.describe(ec));
 }
 
 void Connection::start() {
@@ -37,6 +37,7 @@ void Connection::start() {
 
 void Connection::connect() {
   ++generation_;
+  tls_handshaking_ = false;
   const unsigned gen = generation_;
   reader_ = std::make_unique<RespReader>();
   set_state(State::connecting);
@@ -44,22 +45,34 @@ void Connection::connect() {
   connect_timer_.expires_after(options_.connect_timeout);
   connect_timer_.async_wait([this, self, gen](std::error_code ec) {
     if (ec || gen != generation_) return;
-    if (state_ == State::connecting || state_ == State::handshaking) {
+    if (state_ == State::connecting && tls_handshaking_) {
+      // A TLS client talking to a plain Redis port waits for a ServerHello that never comes
+      // (Redis reads the ClientHello as an unfinished inline command).
+      fail(Error(errc::connection, "TLS handshake with " + name_ + " timed out after " +
+                                       std::to_string(options_.connect_timeout.count()) +
+                                       " ms (is this a TLS port?)"),
+           true);
+    } else if (state_ == State::connecting || state_ == State::handshaking) {
       fail(Error(errc::connection, "connecting to " + name_ + " timed out after " +
                                        std::to_string(options_.connect_timeout.count()) + " ms"),
            true);
     }
   });
 
+  if (auto ok = stream_.reset(&address_.tls, address_.host); !ok) {
+    // A certificate file that loaded when the Client was made is gone or broken now.
+    return fail(ok.error(), true);
+  }
+
   auto on_connect = [this, self, gen](std::error_code ec) {
     if (gen != generation_ || state_ != State::connecting) return;
     if (ec) return fail(io_error("cannot connect to", ec), true);
-    on_connected();
+    on_transport_connected();
   };
 
   if (address_.transport == ServerAddress::Transport::unix_socket) {
     asio::local::stream_protocol::endpoint ep(address_.path);
-    socket_.async_connect(asio::generic::stream_protocol::endpoint(ep), on_connect);
+    stream_.async_connect(asio::generic::stream_protocol::endpoint(ep), on_connect);
     return;
   }
   resolver_.async_resolve(address_.host, std::to_string(address_.port),
@@ -68,15 +81,28 @@ void Connection::connect() {
                             if (ec || results.empty()) return fail(io_error("cannot resolve", ec), true);
                             // First address only: Redis deployments name one address per node.
                             asio::ip::tcp::endpoint ep = *results.begin();
-                            socket_.async_connect(asio::generic::stream_protocol::endpoint(ep), on_connect);
+                            stream_.async_connect(asio::generic::stream_protocol::endpoint(ep), on_connect);
                           });
 }
 
-void Connection::on_connected() {
+void Connection::on_transport_connected() {
   if (address_.transport == ServerAddress::Transport::tcp) {
     std::error_code ignored;
-    socket_.set_option(asio::ip::tcp::no_delay(true), ignored);
+    stream_.socket().set_option(asio::ip::tcp::no_delay(true), ignored);
   }
+  if (!stream_.is_tls()) return on_connected();
+  tls_handshaking_ = true;
+  stream_.async_handshake([this, self = shared_from_this(), gen = generation_](std::error_code ec) {
+    if (gen != generation_ || state_ != State::connecting) return;
+    tls_handshaking_ = false;
+    if (ec) {
+      return fail(Error(errc::connection, "TLS handshake with " + name_ + " failed: " + stream_.describe(ec)), true);
+    }
+    on_connected();
+  });
+}
+
+void Connection::on_connected() {
   set_state(State::handshaking);
   read();
   handshake();
@@ -185,8 +211,8 @@ void Connection::flush() {
   writing_ = true;
   wbuf_writing_.clear();
   wbuf_writing_.swap(wbuf_);
-  asio::async_write(socket_, asio::buffer(wbuf_writing_),
-                    [this, self = shared_from_this(), gen = generation_](std::error_code ec, std::size_t) {
+  stream_.async_write(asio::buffer(wbuf_writing_),
+                     [this, self = shared_from_this(), gen = generation_](std::error_code ec, std::size_t) {
                       if (gen != generation_) return;
                       writing_ = false;
                       if (ec) return fail(io_error("write to", ec), true);
@@ -195,11 +221,11 @@ void Connection::flush() {
 }
 
 void Connection::read() {
-  socket_.async_read_some(asio::buffer(rbuf_), [this, self = shared_from_this(), gen = generation_](
+  stream_.async_read_some(asio::buffer(rbuf_), [this, self = shared_from_this(), gen = generation_](
                                                    std::error_code ec, std::size_t n) {
     if (gen != generation_) return;
     if (ec) {
-      if (ec == asio::error::eof) return fail(Error(errc::connection, name_ + " closed the connection"), true);
+      if (Stream::is_closed_by_peer(ec)) return fail(Error(errc::connection, name_ + " closed the connection"), true);
       return fail(io_error("read from", ec), true);
     }
     if (auto fed = reader_->feed(rbuf_.data(), n); !fed) return fail(fed.error(), true);
@@ -262,8 +288,7 @@ void Connection::arm_timeout() {
 
 void Connection::fail(Error why, bool reconnect) {
   ++generation_;
-  std::error_code ignored;
-  socket_.close(ignored);
+  stream_.close();
   resolver_.cancel();
   connect_timer_.cancel();
   timeout_timer_.cancel();

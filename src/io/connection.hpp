@@ -12,6 +12,10 @@
 //  - While the node is unreachable (state down) new commands fail fast instead of piling up.
 //  - Reconnects use capped exponential backoff with jitter; each (re)connect sends AUTH, SELECT
 //    and CLIENT SETNAME before any queued command is written.
+//  - TLS (address.tls.enabled): each attempt is a new TCP connection and a new TLS session
+//    (io/stream.hpp); the TLS handshake runs in state connecting, under connect_timeout. A
+//    failed verification is errc::connection with what failed, and is retried like any other
+//    connection failure (a server's certificate may be fixed while clients wait).
 #pragma once
 
 #include <array>
@@ -26,6 +30,7 @@
 #include "dlock/url.hpp"
 #include "io/command.hpp"
 #include "io/resp_reader.hpp"
+#include "io/stream.hpp"
 #include "util/backoff.hpp"
 
 namespace dlock::detail {
@@ -74,6 +79,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   };
 
   void connect();
+  void on_transport_connected();
   void on_connected();
   void handshake();
   void enqueue_write(Command&& cmd);
@@ -93,12 +99,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool subscriber_;
   std::string name_;  // host:port, for messages
 
-  asio::generic::stream_protocol::socket socket_;
+  Stream stream_;
   asio::ip::tcp::resolver resolver_;
   BootTimer connect_timer_;
   BootTimer timeout_timer_;
   BootTimer reconnect_timer_;
   bool timeout_armed_ = false;
+  bool tls_handshaking_ = false;  // TCP is up, the TLS handshake is not done (for messages)
   Backoff backoff_;
 
   State state_ = State::idle;

@@ -3,6 +3,7 @@
 // Grammar accepted (scheme names are case-insensitive, as RFC 3986 says; nothing else is):
 //
 //   redis://[userinfo@]host[:port][/[db]]
+//   rediss://[userinfo@]host[:port][/[db]][?param=value[&param=value]...]
 //   unix://[userinfo@]/abs/path.sock[?db=N]
 //
 //   userinfo  = [user] ":" password     percent-decoded; "%" must start a valid %XX escape
@@ -20,7 +21,18 @@
 //    name: some clients read that form as a password, and a password mistaken for a user name
 //    would end up in logs. Write ":password@" or "user:password@" (the password may be empty,
 //    e.g. "redis://alice:@host" when ClientOptions::password supplies it).
-//  - No query string or fragment in redis:// URLs; in unix:// URLs only "?db=N".
+//  - No query string or fragment in redis:// URLs; in unix:// URLs only "?db=N". A TLS
+//    parameter on a redis:// URL gets its own message ("needs rediss://").
+//  - rediss:// query: the TLS parameters of dlock/url.hpp, '&'-separated, each once, with a
+//    non-empty value. '+' is not a space (these are paths, not form data). The query starts at
+//    the first '?' after the userinfo, and the userinfo still ends at the LAST '@' of the URL
+//    (so passwords keep their lenient rules), hence an '@' in a query value must be %40. A
+//    userinfo that contains "?<tls parameter>=" is rejected with that hint instead of being
+//    mis-parsed (a password containing such text literally must %-encode its '?'). Masking
+//    uses the same split, so it then hides more of the URL, never less.
+//  - TLS option combinations that cannot be what the user meant are rejected here, where the
+//    message can quote the URL: cert without key (or the reverse), and insecure_skip_verify
+//    with ca, capath or sni.
 //  - A space, a control character (0x00-0x1F, 0x7F) anywhere is rejected before anything else.
 //  - Every error message is "redis URL '<url>': <what is wrong>" where <url> has the password
 //    (everything in the userinfo after its first ':', or the whole userinfo if it has no ':')
@@ -28,6 +40,7 @@
 //    when the URL is malformed, because masking uses the same userinfo split as parsing.
 #include <cctype>
 #include <climits>
+#include <iterator>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -48,7 +61,7 @@ namespace dlock {
 
 namespace {
 
-enum class Scheme { redis, unix_socket, other };
+enum class Scheme { redis, rediss, unix_socket, other };
 
 struct SchemeSplit {
   Scheme scheme = Scheme::other;
@@ -88,6 +101,8 @@ SchemeSplit split_scheme(std::string_view url) {
   s.rest = url.substr(sep + 3);
   if (iequals(s.name, "redis")) {
     s.scheme = Scheme::redis;
+  } else if (iequals(s.name, "rediss")) {
+    s.scheme = Scheme::rediss;
   } else if (iequals(s.name, "unix")) {
     s.scheme = Scheme::unix_socket;
   }
@@ -289,15 +304,98 @@ Result<std::string_view> take_userinfo(std::string_view url, Scheme scheme, std:
   return rest.substr(*len + 1);
 }
 
-Result<ServerAddress> parse_tcp(std::string_view url, std::string_view rest) {
+constexpr std::string_view kTlsParameters[] = {"ca", "capath", "cert", "key", "sni", "insecure_skip_verify"};
+
+bool is_tls_parameter(std::string_view name) {
+  for (auto p : kTlsParameters)
+    if (p == name) return true;
+  return false;
+}
+
+// Fills `tls` from a rediss:// query "k=v&k=v".
+Result<void> parse_tls_query(std::string_view url, std::string_view query, TlsOptions& tls) {
+  if (query.empty()) return url_error(url, "empty query after '?'");
+  bool seen[std::size(kTlsParameters)] = {};
+  while (true) {
+    auto amp = query.find('&');
+    std::string_view item = query.substr(0, amp);
+    auto eq = item.find('=');
+    std::string_view name = item.substr(0, eq);
+    std::size_t index = 0;
+    while (index < std::size(kTlsParameters) && kTlsParameters[index] != name) ++index;
+    if (index == std::size(kTlsParameters)) {
+      return url_error(url, "unknown parameter '" + std::string(name) +
+                                "' (expected ca, capath, cert, key, sni or insecure_skip_verify)");
+    }
+    if (seen[index]) return url_error(url, "parameter '" + std::string(name) + "' given twice");
+    seen[index] = true;
+    if (eq == std::string_view::npos || eq + 1 == item.size()) {
+      return url_error(url, "parameter '" + std::string(name) + "' needs a value");
+    }
+    auto value = percent_decode(item.substr(eq + 1));
+    if (!value) return url_error(url, "malformed %-escape in parameter '" + std::string(name) + "'");
+    if (value->find('\0') != std::string::npos) {
+      return url_error(url, "parameter '" + std::string(name) + "' contains a NUL byte");
+    }
+    if (name == "ca") tls.ca_file = std::move(*value);
+    else if (name == "capath") tls.ca_path = std::move(*value);
+    else if (name == "cert") tls.cert_file = std::move(*value);
+    else if (name == "key") tls.key_file = std::move(*value);
+    else if (name == "sni") tls.server_name = std::move(*value);
+    else if (*value == "true" || *value == "1") tls.insecure_skip_verify = true;
+    else if (*value == "false" || *value == "0") tls.insecure_skip_verify = false;
+    else return url_error(url, "insecure_skip_verify must be true or false, got '" + *value + "'");
+    if (amp == std::string_view::npos) break;
+    query = query.substr(amp + 1);
+  }
+  return {};
+}
+
+Result<void> check_tls_combination(std::string_view url, const TlsOptions& tls) {
+  if (tls.cert_file.empty() != tls.key_file.empty()) {
+    return url_error(url, tls.cert_file.empty() ? "key given without cert (a client certificate needs both)"
+                                                : "cert given without key (a client certificate needs both)");
+  }
+  if (tls.insecure_skip_verify && (!tls.ca_file.empty() || !tls.ca_path.empty() || !tls.server_name.empty())) {
+    return url_error(url, "insecure_skip_verify=true cannot be combined with ca, capath or sni: "
+                          "they would not be checked");
+  }
+  return {};
+}
+
+Result<ServerAddress> parse_tcp(std::string_view url, std::string_view rest, bool tls) {
+  if (auto len = userinfo_length(Scheme::rediss, rest); tls && len) {
+    std::string_view userinfo = rest.substr(0, *len);
+    for (auto p : kTlsParameters) {
+      if (userinfo.find("?" + std::string(p) + "=") != std::string_view::npos) {
+        return url_error(url, "an '@' in a query parameter must be written %40");
+      }
+    }
+  }
   ServerAddress addr;
   addr.transport = ServerAddress::Transport::tcp;
-  auto after_user = take_userinfo(url, Scheme::redis, rest, addr);
+  auto after_user = take_userinfo(url, tls ? Scheme::rediss : Scheme::redis, rest, addr);
   if (!after_user) return after_user.error();
   rest = *after_user;
 
-  if (auto q = rest.find_first_of("?#"); q != std::string_view::npos) {
-    return url_error(url, "query strings and fragments are not supported in redis:// URLs (write the db as /N)");
+  if (rest.find('#') != std::string_view::npos) {
+    return url_error(url, "fragments are not supported in redis URLs");
+  }
+  if (auto q = rest.find('?'); q != std::string_view::npos) {
+    std::string_view query = rest.substr(q + 1);
+    rest = rest.substr(0, q);
+    if (!tls) {
+      std::string_view first = query.substr(0, query.find_first_of("=&"));
+      if (is_tls_parameter(first)) {
+        return url_error(url, "TLS parameter '" + std::string(first) + "' needs a rediss:// URL");
+      }
+      return url_error(url, "query strings and fragments are not supported in redis:// URLs (write the db as /N)");
+    }
+    if (auto ok = parse_tls_query(url, query, addr.tls); !ok) return ok.error();
+  }
+  if (tls) {
+    addr.tls.enabled = true;
+    if (auto ok = check_tls_combination(url, addr.tls); !ok) return ok.error();
   }
   auto slash = rest.find('/');
   std::string_view hostport = rest.substr(0, slash);
@@ -402,11 +500,11 @@ Result<ServerAddress> parse_unix(std::string_view url, std::string_view rest) {
 
 std::string ServerAddress::display() const {
   if (transport == Transport::unix_socket) return path;
-  std::string out;
+  std::string out = tls.enabled ? "rediss://" : "";
   if (host.find(':') != std::string::npos) {
-    out = "[" + host + "]";
+    out += "[" + host + "]";
   } else {
-    out = host;
+    out += host;
   }
   out += ':';
   out += std::to_string(port);
@@ -423,14 +521,16 @@ Result<ServerAddress> parse_url(std::string_view url) {
   SchemeSplit s = split_scheme(url);
   switch (s.scheme) {
     case Scheme::redis:
-      return parse_tcp(url, s.rest);
+      return parse_tcp(url, s.rest, false);
+    case Scheme::rediss:
+      return parse_tcp(url, s.rest, true);
     case Scheme::unix_socket:
       return parse_unix(url, s.rest);
     case Scheme::other:
       break;
   }
-  if (s.name.empty()) return url_error(url, "missing scheme (expected redis:// or unix://)");
-  return url_error(url, "unsupported scheme '" + std::string(s.name) + "' (expected redis:// or unix://)");
+  if (s.name.empty()) return url_error(url, "missing scheme (expected redis://, rediss:// or unix://)");
+  return url_error(url, "unsupported scheme '" + std::string(s.name) + "' (expected redis://, rediss:// or unix://)");
 }
 
 }  // namespace dlock

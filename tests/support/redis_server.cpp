@@ -1,4 +1,3 @@
-#include <atomic>
 #include "support/redis_server.hpp"
 
 #include <arpa/inet.h>
@@ -10,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -164,6 +164,11 @@ RedisServer::RedisServer(RedisServerOptions opts) : opts_(std::move(opts)), dir_
   try {
     for (int attempt = 1;; ++attempt) {
       port_ = opts_.cluster_bus ? free_cluster_port() : free_port();
+      if (opts_.tls) {
+        do {
+          tls_port_ = free_port();
+        } while (tls_port_ == port_);
+      }
       if (launch() == Launch::ready) return;
       if (attempt == kNewPortAttempts) {
         throw std::runtime_error("redis-server: no free port after " + std::to_string(attempt) +
@@ -186,6 +191,8 @@ RedisServer::~RedisServer() {
 }
 
 int RedisServer::port() const { return port_; }
+int RedisServer::tls_port() const { return tls_port_; }
+std::string RedisServer::tls_url() const { return "rediss://127.0.0.1:" + std::to_string(tls_port_); }
 std::string RedisServer::host() const { return "127.0.0.1"; }
 std::string RedisServer::url() const { return "redis://127.0.0.1:" + std::to_string(port_); }
 std::string RedisServer::unix_path() const { return dir_ + "/redis.sock"; }
@@ -225,6 +232,13 @@ std::vector<std::string> RedisServer::command_line() const {
   }
   if (opts_.unix_socket) {
     args.insert(args.end(), {"--unixsocket", unix_path(), "--unixsocketperm", "700"});
+  }
+  if (opts_.tls) {
+    args.insert(args.end(), {"--tls-port", std::to_string(tls_port_),
+                             "--tls-cert-file", opts_.tls->cert_file,
+                             "--tls-key-file", opts_.tls->key_file,
+                             "--tls-ca-cert-file", opts_.tls->ca_file,
+                             "--tls-auth-clients", opts_.tls->auth_clients ? "yes" : "no"});
   }
   args.insert(args.end(), opts_.extra_args.begin(), opts_.extra_args.end());
   return args;

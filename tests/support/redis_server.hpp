@@ -6,10 +6,19 @@
 #include <sys/types.h>
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <vector>
 
 namespace dlock::test {
+
+// TLS on a second port (tls_port()); the plain port stays open for the harness and RawConnection.
+struct RedisTlsOptions {
+  std::string cert_file;  // the server's certificate and key (PEM)
+  std::string key_file;
+  std::string ca_file;    // Redis requires one; with auth_clients it checks client certificates
+  bool auth_clients = false;  // tls-auth-clients yes: a client without a certificate is refused
+};
 
 struct RedisServerOptions {
   // Appended after the harness's own arguments, so they override them,
@@ -24,6 +33,8 @@ struct RedisServerOptions {
   bool cluster_bus = false;
   // Run as a Sentinel (redis-server <dir>/sentinel.conf --sentinel); monitor with extra_args.
   bool sentinel = false;
+  // Also serve TLS on tls_port() (Debian's redis-server is built with TLS).
+  std::optional<RedisTlsOptions> tls;
 };
 
 // Single-threaded use: one test thread drives it. Not copyable or movable
@@ -44,6 +55,8 @@ class RedisServer {
   RedisServer& operator=(const RedisServer&) = delete;
 
   int port() const;
+  int tls_port() const;           // 0 without RedisServerOptions::tls
+  std::string tls_url() const;    // "rediss://127.0.0.1:<tls_port>"
   std::string host() const;       // "127.0.0.1"
   std::string url() const;        // "redis://127.0.0.1:<port>"
   std::string unix_path() const;  // "<dir>/redis.sock" (only meaningful with unix_socket)
@@ -69,6 +82,7 @@ class RedisServer {
   RedisServerOptions opts_;
   std::string dir_;
   int port_ = 0;
+  int tls_port_ = 0;
   mutable pid_t pid_ = -1;  // mutable: running() reaps a server that exited
 };
 

@@ -208,15 +208,14 @@ TEST(ParseUrl, RejectsEmpty) {
 
 TEST(ParseUrl, RejectsOtherSchemes) {
   EXPECT_EQ(parse_err("http://host:6379"),
-            "redis URL 'http://host:6379': unsupported scheme 'http' (expected redis:// or unix://)");
+            "redis URL 'http://host:6379': unsupported scheme 'http' (expected redis://, rediss:// or unix://)");
   EXPECT_NE(parse_err("redis-cluster://h1,h2").find("unsupported scheme 'redis-cluster'"), std::string::npos);
-  EXPECT_NE(parse_err("rediss://host").find("unsupported scheme 'rediss'"), std::string::npos);
   EXPECT_NE(parse_err("redis-sentinel://host").find("unsupported scheme"), std::string::npos);
 }
 
 TEST(ParseUrl, RejectsMissingScheme) {
   EXPECT_EQ(parse_err("localhost:6379"),
-            "redis URL 'localhost:6379': missing scheme (expected redis:// or unix://)");
+            "redis URL 'localhost:6379': missing scheme (expected redis://, rediss:// or unix://)");
   parse_err("redis:/host");
   parse_err("redis:host");
   parse_err("//host");
@@ -379,7 +378,9 @@ TEST(ParseUrl, MessagesNeverContainThePassword) {
       "redis://alice:a/" + pw + "@h:0",
       "redis://" + pw + "@h",
       "http://alice:" + pw + "@h",
-      "rediss://:" + pw + "@h",
+      "rediss://:" + pw + "@h?ca=",
+      "rediss://:" + pw + "@h?cert=/c.pem",
+      "rediss://alice:" + pw + "@h?ca=/x@y.pem",
       "redis-cluster://:" + pw + "@h1,h2",
       "alice:" + pw + "@h:6379",
       ":" + pw + "@h://x",
@@ -408,6 +409,138 @@ TEST(ParseUrl, UnixPathWithAtIsNotMasked) {
   // No userinfo in unix:///..., so an '@' in the path is not a credential.
   EXPECT_EQ(parse_err("unix:///tmp/a@b.sock?db=x"),
             "redis URL 'unix:///tmp/a@b.sock?db=x': db must be a number 0-2147483647, got 'x'");
+}
+
+// ---- rediss:// (TLS) ---------------------------------------------------------------------------
+
+TEST(ParseUrlTls, PlainRedisHasTlsOff) {
+  auto a = parse_ok("redis://h:6379");
+  EXPECT_FALSE(a.tls.enabled);
+  EXPECT_EQ(a.display(), "h:6379");
+}
+
+TEST(ParseUrlTls, RedissTurnsTlsOnWithDefaults) {
+  auto a = parse_ok("rediss://cache.example.com:6380/2");
+  EXPECT_EQ(a.transport, Transport::tcp);
+  EXPECT_TRUE(a.tls.enabled);
+  EXPECT_EQ(a.host, "cache.example.com");
+  EXPECT_EQ(a.port, 6380);
+  EXPECT_EQ(a.db, 2);
+  EXPECT_EQ(a.tls.ca_file, "");
+  EXPECT_EQ(a.tls.ca_path, "");
+  EXPECT_EQ(a.tls.cert_file, "");
+  EXPECT_EQ(a.tls.key_file, "");
+  EXPECT_EQ(a.tls.server_name, "");
+  EXPECT_FALSE(a.tls.insecure_skip_verify);
+  EXPECT_EQ(parse_ok("REDISS://h").tls.enabled, true);
+  EXPECT_EQ(parse_ok("rediss://h").port, 6379);
+}
+
+TEST(ParseUrlTls, DisplaySaysTls) {
+  EXPECT_EQ(parse_ok("rediss://h:6380").display(), "rediss://h:6380");
+  EXPECT_EQ(parse_ok("rediss://[::1]:7000").display(), "rediss://[::1]:7000");
+  EXPECT_EQ(parse_ok("rediss://:pw@h?ca=/ca.pem").display(), "rediss://h:6379");
+}
+
+TEST(ParseUrlTls, AllParameters) {
+  auto a = parse_ok("rediss://alice:pw@10.0.0.7:6380/3?ca=/etc/ca.pem&capath=/etc/cas&cert=/etc/c.pem"
+                    "&key=/etc/c.key&sni=redis.internal");
+  EXPECT_EQ(a.user, "alice");
+  EXPECT_EQ(a.password, "pw");
+  EXPECT_EQ(a.host, "10.0.0.7");
+  EXPECT_EQ(a.port, 6380);
+  EXPECT_EQ(a.db, 3);
+  EXPECT_EQ(a.tls.ca_file, "/etc/ca.pem");
+  EXPECT_EQ(a.tls.ca_path, "/etc/cas");
+  EXPECT_EQ(a.tls.cert_file, "/etc/c.pem");
+  EXPECT_EQ(a.tls.key_file, "/etc/c.key");
+  EXPECT_EQ(a.tls.server_name, "redis.internal");
+  EXPECT_FALSE(a.tls.insecure_skip_verify);
+}
+
+TEST(ParseUrlTls, QueryWithoutDbOrPort) {
+  auto a = parse_ok("rediss://h?sni=x.example");
+  EXPECT_EQ(a.host, "h");
+  EXPECT_EQ(a.port, 6379);
+  EXPECT_EQ(a.tls.server_name, "x.example");
+  EXPECT_EQ(parse_ok("rediss://h/?ca=/a").tls.ca_file, "/a");
+  EXPECT_EQ(parse_ok("rediss://h:1/4?ca=/a").db, 4);
+}
+
+TEST(ParseUrlTls, ValuesArePercentDecoded) {
+  auto a = parse_ok("rediss://h?ca=/my%20certs/ca%2Bx.pem&cert=/a%40b/c.pem&key=/k%26.pem");
+  EXPECT_EQ(a.tls.ca_file, "/my certs/ca+x.pem");
+  EXPECT_EQ(a.tls.cert_file, "/a@b/c.pem");
+  EXPECT_EQ(a.tls.key_file, "/k&.pem");
+  // '+' is a plus, not a space: these are paths, not form data.
+  EXPECT_EQ(parse_ok("rediss://h?ca=/a+b.pem").tls.ca_file, "/a+b.pem");
+}
+
+TEST(ParseUrlTls, PasswordWithQuestionMarkStillParses) {
+  // The userinfo ends at the last '@', so an unencoded '?' in the password is not a query.
+  auto a = parse_ok("rediss://:p?w@h?ca=/ca.pem");
+  EXPECT_EQ(a.password, "p?w");
+  EXPECT_EQ(a.host, "h");
+  EXPECT_EQ(a.tls.ca_file, "/ca.pem");
+}
+
+TEST(ParseUrlTls, InsecureSkipVerifyValues) {
+  EXPECT_TRUE(parse_ok("rediss://h?insecure_skip_verify=true").tls.insecure_skip_verify);
+  EXPECT_TRUE(parse_ok("rediss://h?insecure_skip_verify=1").tls.insecure_skip_verify);
+  EXPECT_FALSE(parse_ok("rediss://h?insecure_skip_verify=false").tls.insecure_skip_verify);
+  EXPECT_FALSE(parse_ok("rediss://h?insecure_skip_verify=0&ca=/ca.pem").tls.insecure_skip_verify);
+  EXPECT_EQ(parse_err("rediss://h?insecure_skip_verify=yes"),
+            "redis URL 'rediss://h?insecure_skip_verify=yes': insecure_skip_verify must be true or false, got 'yes'");
+}
+
+TEST(ParseUrlTls, RejectsBadCombinations) {
+  EXPECT_EQ(parse_err("rediss://h?cert=/c.pem"),
+            "redis URL 'rediss://h?cert=/c.pem': cert given without key (a client certificate needs both)");
+  EXPECT_EQ(parse_err("rediss://h?key=/k.pem"),
+            "redis URL 'rediss://h?key=/k.pem': key given without cert (a client certificate needs both)");
+  for (const char* extra : {"ca=/ca.pem", "capath=/cas", "sni=x.example"}) {
+    std::string url = std::string("rediss://h?insecure_skip_verify=true&") + extra;
+    EXPECT_NE(parse_err(url).find("insecure_skip_verify=true cannot be combined with ca, capath or sni"),
+              std::string::npos)
+        << url;
+  }
+}
+
+TEST(ParseUrlTls, RejectsMalformedQueries) {
+  EXPECT_EQ(parse_err("rediss://h?"), "redis URL 'rediss://h?': empty query after '?'");
+  EXPECT_EQ(parse_err("rediss://h?ca"), "redis URL 'rediss://h?ca': parameter 'ca' needs a value");
+  EXPECT_EQ(parse_err("rediss://h?ca="), "redis URL 'rediss://h?ca=': parameter 'ca' needs a value");
+  EXPECT_EQ(parse_err("rediss://h?ca=/a&ca=/b"), "redis URL 'rediss://h?ca=/a&ca=/b': parameter 'ca' given twice");
+  EXPECT_EQ(parse_err("rediss://h?ca=/a&"), "redis URL 'rediss://h?ca=/a&': unknown parameter '' "
+                                            "(expected ca, capath, cert, key, sni or insecure_skip_verify)");
+  EXPECT_EQ(parse_err("rediss://h?db=2"), "redis URL 'rediss://h?db=2': unknown parameter 'db' "
+                                          "(expected ca, capath, cert, key, sni or insecure_skip_verify)");
+  EXPECT_EQ(parse_err("rediss://h?CA=/a").find("unknown parameter 'CA'") != std::string::npos, true);
+  EXPECT_EQ(parse_err("rediss://h?ca=/a%2"), "redis URL 'rediss://h?ca=/a%2': malformed %-escape in parameter 'ca'");
+  EXPECT_EQ(parse_err("rediss://h?sni=a%00b"), "redis URL 'rediss://h?sni=a%00b': parameter 'sni' contains a NUL byte");
+  EXPECT_EQ(parse_err("rediss://h?ca=/a#x"), "redis URL 'rediss://h?ca=/a#x': fragments are not supported in redis URLs");
+  // Host and port rules are those of redis://.
+  EXPECT_EQ(parse_err("rediss://:6380?ca=/a"), "redis URL 'rediss://:6380?ca=/a': missing host");
+  EXPECT_EQ(parse_err("rediss://h:0?ca=/a"), "redis URL 'rediss://h:0?ca=/a': port must be 1-65535");
+}
+
+TEST(ParseUrlTls, UnencodedAtInQueryIsRejectedAndMasked) {
+  // The '@' in the value is taken as the end of the userinfo: rejected, never mis-parsed, and
+  // the message masks everything before it rather than show a password.
+  std::string msg = parse_err("rediss://:secret@h?ca=/a@b/ca.pem");
+  EXPECT_EQ(msg, "redis URL 'rediss://:***@b/ca.pem': an '@' in a query parameter must be written %40");
+  // Would otherwise parse as host "y.pem" with password "pw@h?ca=/x".
+  EXPECT_EQ(parse_err("rediss://alice:pw@h?cert=/c.pem&key=/x@y.pem"),
+            "redis URL 'rediss://alice:***@y.pem': an '@' in a query parameter must be written %40");
+  // Encoded, it is a value like any other.
+  EXPECT_EQ(parse_ok("rediss://:secret@h?ca=/a%40b/ca.pem").tls.ca_file, "/a@b/ca.pem");
+}
+
+TEST(ParseUrlTls, TlsParameterOnPlainRedisSaysRediss) {
+  EXPECT_EQ(parse_err("redis://h?ca=/ca.pem"), "redis URL 'redis://h?ca=/ca.pem': TLS parameter 'ca' needs a rediss:// URL");
+  EXPECT_EQ(parse_err("redis://h?insecure_skip_verify=true"),
+            "redis URL 'redis://h?insecure_skip_verify=true': TLS parameter 'insecure_skip_verify' needs a rediss:// URL");
+  EXPECT_NE(parse_err("unix:///s.sock?ca=/ca.pem").find("the only query parameter supported is db=N"), std::string::npos);
 }
 
 }  // namespace
