@@ -22,7 +22,8 @@ int exit_code_for(const std::error_code& code, Phase phase) {
     case dlock::errc::protocol:
     case dlock::errc::shutdown:
     case dlock::errc::called_from_event_loop:
-    case dlock::errc::overloaded: return exit_code::server_error;
+    case dlock::errc::overloaded:
+    case dlock::errc::not_replicated: return exit_code::server_error;
   }
   return exit_code::server_error;
 }
@@ -46,6 +47,7 @@ std::string_view errc_name(const std::error_code& code) {
     case dlock::errc::shutdown: return "shutdown";
     case dlock::errc::called_from_event_loop: return "called_from_event_loop";
     case dlock::errc::overloaded: return "overloaded";
+    case dlock::errc::not_replicated: return "not_replicated";
   }
   return "unknown";
 }

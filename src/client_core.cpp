@@ -116,7 +116,11 @@ void ClientCore::on_primary(Result<ServerAddress> primary) {
   primary_known_ = true;
   primary_->retarget(*primary);
   notifier_->retarget(*primary);
-  if (first) primary_->start();
+  if (ack_node_) ack_node_->retarget(*primary);
+  if (first) {
+    primary_->start();
+    if (ack_node_) ack_node_->start();
+  }
 }
 
 std::vector<ServerAddress> ClientCore::primaries() const {
@@ -128,6 +132,41 @@ void ClientCore::send_to(const ServerAddress& node, std::string payload, ReplyHa
   if (shut_down_.load() && !work_) return done(Error(errc::shutdown, "client is shut down"));
   if (cluster_) return cluster_->send_to(NodeEndpoint{node.host, node.port}, std::move(payload), std::move(done));
   send_now(std::move(payload), std::move(done));
+}
+
+Connection& ClientCore::ack_connection() {
+  if (!ack_node_) {
+    ack_node_ = std::make_unique<Node>(io_, primary_->address, options_, nullptr);
+    ack_node_->conns.resize(1);
+    if (primary_known_) ack_node_->start();
+  }
+  return ack_node_->pick();
+}
+
+void ClientCore::eval_acknowledged(const Script& s, std::string payload, ReplyHandler done) {
+  if (shut_down_.load() && !work_) return done(Error(errc::shutdown, "client is shut down"));
+  if (cluster_) return done(Error(errc::invalid_argument, "replication acknowledgement is not supported on Cluster"));
+  if (!primary_known_ && discovery_failed_) return done(discovery_error_);
+  // The EVAL fallback must use the same connection, or WAIT would not cover its write.
+  auto copy = payload;
+  ack_connection().send(Command{std::move(payload), [this, &s, copy = std::move(copy), done = std::move(done)](Result<Reply> r) mutable {
+    if (r.ok() && r->is_error() && r->error_prefix() == "NOSCRIPT") {
+      return ack_connection().send(Command{evalsha_to_eval(s, copy), std::move(done)});
+    }
+    done(std::move(r));
+  }});
+}
+
+void ClientCore::wait_replicas(const ReplicationAck& ack, std::function<void(Result<long long>)> done) {
+  const auto what = "WAIT " + std::to_string(ack.replicas) + " " + std::to_string(ack.timeout.count());
+  ack_connection().send(Command{
+      format_command({"WAIT", std::to_string(ack.replicas), std::to_string(ack.timeout.count())}),
+      [what, done = std::move(done)](Result<Reply> r) {
+        if (!r.ok()) return done(r.error());
+        if (r->is_error()) return done(Error(classify_error_reply(*r), what + ": " + r->str()));
+        if (!r->is_integer()) return done(Error(errc::protocol, what + ": unexpected reply " + r->to_string()));
+        done(r->integer());
+      }});
 }
 
 const Script& ClientCore::cluster_variant(const Script& s) {
@@ -273,6 +312,7 @@ void ClientCore::close_all() {
   if (cluster_) cluster_->close(why);
   if (sentinel_) sentinel_->close(why);
   if (primary_) primary_->close(why);
+  if (ack_node_) ack_node_->close(why);
   notifier_->close(why);
   renewals_->take_all();
   work_.reset();

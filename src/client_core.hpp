@@ -79,6 +79,11 @@ class ClientCore : public std::enable_shared_from_this<ClientCore>, public Conne
   // The primaries that hold data (one unless Cluster), and a command for one of them (no
   // redirection handling): for per-node commands such as SCAN or INFO.
   std::vector<ServerAddress> primaries() const;
+  // ReplicationAck: scripts whose writes must be acknowledged run on a connection of their own,
+  // followed by WAIT on that same connection (WAIT blocks its connection and counts only its
+  // writes). Not on Cluster (rejected at construction).
+  void eval_acknowledged(const Script& s, std::string payload, ReplyHandler done);
+  void wait_replicas(const ReplicationAck& ack, std::function<void(Result<long long>)> done);
   void send_to(const ServerAddress& node, std::string payload, ReplyHandler done);
   void send_now(std::string payload, ReplyHandler done);
   void eval_now(const Script& s, std::string payload, ReplyHandler done);
@@ -104,6 +109,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore>, public Conne
   void on_primary(Result<ServerAddress> primary);
   // Cluster: the script with PUBLISH turned into SPUBLISH (sharded pub/sub), made once per script.
   const Script& cluster_variant(const Script& s);
+  Connection& ack_connection();
 
   Deployment deployment_;
   ServerAddress address_;
@@ -120,6 +126,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore>, public Conne
   std::atomic<bool> keyspace_events_{false};
 
   std::unique_ptr<Node> primary_;             // standalone and Sentinel
+  std::unique_ptr<Node> ack_node_;            // ReplicationAck's own connection, made on first use
   std::unique_ptr<ClusterRouter> cluster_;    // Cluster
   std::unique_ptr<SentinelWatcher> sentinel_;  // Sentinel
   bool primary_known_ = false;                // Sentinel: a sentinel has named the primary

@@ -25,6 +25,7 @@ class Category final : public std::error_category {
       case errc::shutdown: return "client was shut down";
       case errc::called_from_event_loop: return "blocking call made on the client's event-loop thread";
       case errc::overloaded: return "too many commands queued";
+      case errc::not_replicated: return "not acknowledged by enough replicas";
     }
     return "unknown dlock error";
   }

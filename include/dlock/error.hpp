@@ -47,6 +47,9 @@ enum class errc {
   called_from_event_loop,
   // Too many commands queued for one node; the caller should back off.
   overloaded,
+  // ReplicationAck: fewer replicas than required acknowledged an acquisition in time. The
+  // acquisition was undone (fail closed).
+  not_replicated,
 };
 
 const std::error_category& error_category() noexcept;

@@ -50,6 +50,29 @@ struct TlsOptions {
   bool insecure_skip_verify = false;
 };
 
+// Replication acknowledgement of acquisitions (WAIT).
+//
+// Redis replicates asynchronously: a lock written to the primary and not yet copied to a replica
+// is lost if that replica is promoted, and a second client can then take the "free" lock. With
+// `replicas` > 0, every acquisition is followed by WAIT <replicas> <timeout> on a connection of
+// its own (WAIT blocks its connection and counts only that connection's writes, so it never
+// stalls the shared pipeline or the renewals). When fewer replicas acknowledge in time, the
+// acquisition is released again and fails with errc::not_replicated (fail closed).
+//
+// What it guarantees: when acquire() succeeds, the lock key had reached `replicas` replicas'
+// memory. What it does not: WAIT is not consensus. The acknowledged replicas may still not be the
+// one Sentinel or Cluster promotes; a replica that acknowledged may restart empty; renewals are
+// not acknowledged. It narrows the failover window, it does not close it. Fencing tokens are the
+// real protection (fencing.hpp): a token from the lost lock is still lower than the next one.
+// WAITAOF (fsync acknowledgement) needs Redis 7.2 and is not used. Cluster: not supported yet
+// (Client construction fails with errc::invalid_argument).
+struct ReplicationAck {
+  // Replicas that must acknowledge each acquisition. 0: off (the default).
+  unsigned replicas = 0;
+  // How long WAIT may block; the acquisition fails after it.
+  milliseconds timeout{200};
+};
+
 struct ClientOptions {
   // Time to open a TCP/unix connection and finish the TLS handshake and AUTH/SELECT/SETNAME.
   milliseconds connect_timeout{3000};
@@ -75,6 +98,8 @@ struct ClientOptions {
   std::optional<std::string> password;
   // TLS settings; merged with those of a rediss:// URL (these win when set).
   TlsOptions tls;
+  // For every lock of this Client, unless LeaseOptions::replication_ack says otherwise.
+  ReplicationAck replication_ack;
 };
 
 // How a lease stays alive.
@@ -120,6 +145,9 @@ struct LeaseOptions {
   // trip instead of at the next renewal. The verdict still comes from the key, never from the
   // message alone. Costs one channel subscription per held lock (shared per process).
   bool listen_for_revocation = false;
+  // Overrides ClientOptions::replication_ack for this lock (see ReplicationAck). Applies to
+  // Mutex, SharedMutex, Semaphore and MultiLock acquisitions.
+  std::optional<ReplicationAck> replication_ack;
   LeaseEvents events;
 };
 

@@ -5,14 +5,47 @@
 
 namespace dlock::detail {
 
+namespace {
+
+// ReplicationAck: the hold counts only once enough replicas have it; otherwise it is released
+// again (fail closed) and the caller gets errc::not_replicated.
+void acknowledge(const std::shared_ptr<ClientCore>& core, const std::shared_ptr<const ScriptAttemptSpec>& spec,
+                 const ReplicationAck& ack, const std::string& what, Attempt a,
+                 const std::function<void(Attempt)>& report) {
+  core->wait_replicas(ack, [core, spec, ack, what, a = std::move(a), report](Result<long long> acked) mutable {
+    if (acked.ok() && *acked >= static_cast<long long>(ack.replicas)) {
+      core->active_leases_.fetch_add(1);
+      core->renewals().add(a.lease);
+      return report(std::move(a));
+    }
+    a.lease->begin_release();
+    core->eval_now(*spec->hold.release,
+                   encode_evalsha(*spec->hold.release, spec->hold.release_keys, a.lease->release_args()),
+                   [rec = a.lease](Result<Reply>) { rec->finish_release(); });
+    Attempt failed;
+    if (!acked.ok()) {
+      failed.error = Error(acked.code(), "acquiring " + what + ": " + acked.error().what() + "; released again");
+    } else {
+      failed.error = Error(errc::not_replicated,
+                           "acquiring " + what + ": only " + std::to_string(*acked) + " of " +
+                               std::to_string(ack.replicas) + " replicas acknowledged within " +
+                               std::to_string(ack.timeout.count()) + " ms; released again (fail closed)");
+    }
+    report(std::move(failed));
+  });
+}
+
+}  // namespace
+
 AttemptFn script_attempt(std::shared_ptr<ClientCore> core, std::shared_ptr<const ScriptAttemptSpec> spec) {
   return [core, spec](std::function<void(Attempt)> report) {
     std::string owner = spec->owner ? spec->owner() : core->new_owner_token();
     const auto sent = BootClock::now();
     std::vector<std::string> args{owner, std::to_string(spec->lease.ttl.count())};
     args.insert(args.end(), spec->extra_args.begin(), spec->extra_args.end());
-    core->eval_now(*spec->acquire, encode_evalsha(*spec->acquire, spec->keys, args),
-                   [core, spec, owner = std::move(owner), sent, report = std::move(report)](Result<Reply> r) {
+    const ReplicationAck ack =
+        spec->lease.replication_ack ? *spec->lease.replication_ack : core->options().replication_ack;
+    auto handler = [core, spec, owner = std::move(owner), sent, ack, report = std::move(report)](Result<Reply> r) {
                      const std::string what = spec->kind + " '" + spec->name + "' on " + core->address().display();
                      Attempt a;
                      if (!r.ok()) {
@@ -43,6 +76,7 @@ AttemptFn script_attempt(std::shared_ptr<ClientCore> core, std::shared_ptr<const
                        a.lease = std::make_shared<LeaseRecord>(
                            core, spec->name, owner, FencingToken{static_cast<std::uint64_t>(rep[1].integer())},
                            std::shared_ptr<const HoldScripts>(spec, &spec->hold), spec->lease, sent);
+                       if (ack.replicas > 0) return acknowledge(core, spec, ack, what, std::move(a), report);
                        core->active_leases_.fetch_add(1);
                        core->renewals().add(a.lease);
                      } else if (code == 0) {
@@ -56,7 +90,10 @@ AttemptFn script_attempt(std::shared_ptr<ClientCore> core, std::shared_ptr<const
                                                              rep[1].str() + ", not a dlock " + spec->kind);
                      }
                      report(std::move(a));
-                   });
+    };
+    std::string payload = encode_evalsha(*spec->acquire, spec->keys, args);
+    if (ack.replicas > 0) return core->eval_acknowledged(*spec->acquire, std::move(payload), std::move(handler));
+    core->eval_now(*spec->acquire, std::move(payload), std::move(handler));
   };
 }
 

@@ -1,0 +1,130 @@
+// ReplicationAck (WAIT after acquiring) against a real primary with a real replica.
+#include <gtest/gtest.h>
+
+#include <future>
+#include <optional>
+
+#include "dlock/dlock.hpp"
+#include "support/lock_helpers.hpp"
+#include "support/raw_connection.hpp"
+#include "support/redis_server.hpp"
+#include "support/wait.hpp"
+
+namespace dlock::test {
+namespace {
+
+using namespace std::chrono_literals;
+
+class ReplicationAckTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    primary.emplace();
+    RedisServerOptions o;
+    o.extra_args = {"--replicaof", "127.0.0.1", std::to_string(primary->port())};
+    replica.emplace(o);
+    ASSERT_TRUE(eventually(
+        [&] {
+          RawConnection c(*primary);
+          // Attached and past the initial sync: a replica still loading the RDB acknowledges nothing.
+          return c.cmd({"INFO", "replication"}).find("state=online") != std::string::npos;
+        },
+        10s, 20ms));
+  }
+  void TearDown() override {
+    if (replica) replica->resume();
+  }
+  static ClientOptions acked(unsigned n, std::chrono::milliseconds timeout = 500ms) {
+    ClientOptions o;
+    o.replication_ack.replicas = n;
+    o.replication_ack.timeout = timeout;
+    return o;
+  }
+
+  std::optional<RedisServer> primary;
+  std::optional<RedisServer> replica;
+};
+
+TEST_F(ReplicationAckTest, AcknowledgedAcquisitionIsOnTheReplicaWhenItReturns) {
+  Client client(primary->url(), acked(1));
+  Mutex m(client, "acked");
+  for (int i = 0; i < 20; ++i) {
+    auto lease = m.acquire(no_wait());
+    ASSERT_TRUE(lease.ok()) << lease.error().what();
+    // No waiting here: WAIT already made sure the replica has it.
+    RawConnection r(*replica);
+    EXPECT_EQ(r.cmd({"GET", key_of("acked")}), lease->owner());
+    ASSERT_TRUE(lease->release().ok());
+  }
+}
+
+TEST_F(ReplicationAckTest, FailsClosedWhenTheReplicaDoesNotAnswer) {
+  Client client(primary->url(), acked(1, 300ms));
+  Mutex m(client, "unacked");
+  replica->pause();
+  auto lease = m.acquire(no_wait());
+  ASSERT_FALSE(lease.ok());
+  EXPECT_EQ(lease.code(), errc::not_replicated) << lease.error().what();
+  EXPECT_NE(lease.error().what().find("0 of 1"), std::string::npos) << lease.error().what();
+  // Undone: the lock is free again on the primary, and nothing is left for the watchdog.
+  RawConnection p(*primary);
+  EXPECT_TRUE(eventually([&] { return p.cmd({"EXISTS", key_of("unacked")}) == "0"; }, 3s));
+  EXPECT_EQ(client.active_leases(), 0u);
+  replica->resume();
+  auto again = m.acquire(no_wait());
+  ASSERT_TRUE(again.ok()) << again.error().what();
+}
+
+TEST_F(ReplicationAckTest, MoreReplicasThanExistFailsClosed) {
+  Client client(primary->url(), acked(2, 200ms));
+  Semaphore s(client, "sem-acked", 3);
+  auto lease = s.acquire(1, no_wait());
+  ASSERT_FALSE(lease.ok());
+  EXPECT_EQ(lease.code(), errc::not_replicated) << lease.error().what();
+}
+
+TEST_F(ReplicationAckTest, PerLockOverride) {
+  Client client(primary->url());  // off for the client
+  LeaseOptions lo;
+  lo.replication_ack = ReplicationAck{1, 300ms};
+  Mutex strict(client, "strict", lo);
+  Mutex relaxed(client, "relaxed");
+  replica->pause();
+  EXPECT_EQ(strict.acquire(no_wait()).code(), errc::not_replicated);
+  auto ok = relaxed.acquire(no_wait());
+  EXPECT_TRUE(ok.ok()) << ok.error().what();
+}
+
+// WAIT blocks its connection: it must not be the one everything else uses.
+TEST_F(ReplicationAckTest, WaitDoesNotStallTheSharedPipeline) {
+  Client client(primary->url(), acked(1, 1500ms));
+  Mutex held(client, "renewed", watchdog(600ms));
+  auto lease = held.acquire(no_wait());
+  ASSERT_TRUE(lease.ok());
+  replica->pause();
+  Mutex m(client, "blocked-in-wait");
+  auto pending = std::async(std::launch::async, [&] { return m.acquire(no_wait()); });
+  std::this_thread::sleep_for(100ms);  // the acquisition is now blocked in WAIT
+  ASSERT_EQ(pending.wait_for(0ms), std::future_status::timeout);
+  const auto t0 = SteadyClock::now();
+  auto pong = client.command({"PING"});
+  ASSERT_TRUE(pong.ok());
+  EXPECT_LT(ms_since(t0), 1000ms) << "PING waited behind WAIT";
+  auto r = pending.get();
+  EXPECT_EQ(r.code(), errc::not_replicated);
+  // Renewals went on meanwhile (600 ms TTL, 1.5 s in WAIT).
+  EXPECT_TRUE(lease->held());
+}
+
+TEST(ReplicationAckOptions, RejectedOnCluster) {
+  ClientOptions o;
+  o.replication_ack.replicas = 1;
+  try {
+    Client c("redis-cluster://127.0.0.1:1", o);
+    FAIL() << "accepted";
+  } catch (const std::system_error& e) {
+    EXPECT_EQ(e.code(), errc::invalid_argument);
+  }
+}
+
+}  // namespace
+}  // namespace dlock::test
