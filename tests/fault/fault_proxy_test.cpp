@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "dlock/dlock.hpp"
 #include "fault/scenario.hpp"
 #include "support/fault_proxy.hpp"
 #include "support/raw_connection.hpp"
@@ -113,6 +114,35 @@ TEST_F(FaultProxyTest, RefusesClientsWhileTheServerIsDownAndFollowsARestart) {
   server.start();
   RawConnection via("127.0.0.1", proxy.port());
   EXPECT_EQ(via.cmd({"PING"}), "PONG");
+}
+
+}  // namespace
+
+namespace {
+
+// Regression (found by the fault scenarios): after a command timed out and closed the
+// connection, commands sent before the reconnect failed at once with the stored
+// errc::timeout, so acquire() with a 3 s deadline reported "timeout" after 0 ms. They must
+// fail as what they are: the server is unreachable (errc::connection).
+TEST_F(FaultProxyTest, AcquireWhileTheConnectionIsDownIsAConnectionErrorNotAnEarlyTimeout) {
+  dlock::ClientOptions o;
+  o.command_timeout = 300ms;
+  o.connect_timeout = 300ms;
+  dlock::Client client(proxy.url(), o);
+  ASSERT_TRUE(client.ping().ok());
+  dlock::Mutex m(client, "m");
+  proxy.blackhole();
+  dlock::WaitOptions w;
+  w.timeout = 3000ms;
+  auto first = m.acquire(w);  // its try gets no reply: the connection is closed
+  ASSERT_FALSE(first.ok());
+  auto t0 = SteadyClock::now();
+  auto second = m.acquire(w);
+  ASSERT_FALSE(second.ok());
+  EXPECT_TRUE(second.code() == dlock::errc::connection || ms_since(t0) >= 3000ms)
+      << second.error().what() << " after " << ms_since(t0).count() << " ms";
+  EXPECT_NE(second.code(), dlock::errc::timeout) << second.error().what();
+  proxy.pass();
 }
 
 }  // namespace

@@ -177,16 +177,27 @@ CheckReport Scenario::check() {
 }
 
 bool Scenario::locks_left_behind_expire() {
+  auto ends_with = [](const std::string& k, std::string_view suffix) {
+    return k.size() >= suffix.size() && k.compare(k.size() - suffix.size(), suffix.size(), suffix) == 0;
+  };
   return eventually(
       [&] {
+        RawConnection& r = raw();
+        const auto now = r.cmd_array({"TIME"});
+        const std::string server_ms = std::to_string(std::stoll(now.at(0)) * 1000 + std::stoll(now.at(1)) / 1000);
         for (const auto& l : opts_.locks) {
-          // The lock's own key is gone; every other key of it expires on its own, except the
-          // fencing counter (":fence"), which is permanent by design.
-          auto keys = raw().cmd_array({"KEYS", "dlock:{" + l + "}*"});
-          for (const auto& k : keys) {
+          // The lock's own key is gone and every other key of it expires on its own, except
+          // those permanent by design (the documented layouts in include/dlock/*.hpp): the
+          // fencing counter and a Semaphore's limit. A Semaphore's permits are zset entries
+          // that expire by score: none may still be live.
+          for (const auto& k : r.cmd_array({"KEYS", "dlock:{" + l + "}*"})) {
             if (k == "dlock:{" + l + "}") return false;
-            const bool fence = k.size() >= 6 && k.compare(k.size() - 6, 6, ":fence") == 0;
-            if (!fence && raw_->cmd_int({"PTTL", k}) == -1) return false;
+            if (ends_with(k, ":fence") || ends_with(k, ":limit")) continue;
+            if (ends_with(k, ":permits")) {
+              if (r.cmd_int({"ZCOUNT", k, "(" + server_ms, "+inf"}) != 0) return false;
+              continue;
+            }
+            if (r.cmd_int({"PTTL", k}) == -1) return false;
           }
         }
         return true;

@@ -138,9 +138,11 @@ struct CheckReport {
 //                    highest accepted before it (so no accepted write is lower than an earlier
 //                    accepted one, and every stale write is rejected); and the tokens of
 //                    successive non-overlapping holds of one lock strictly increase.
-//  honesty           the earlier holder of an explained overlap ends its hold with a loss
-//                    report (never a successful release), no later than
-//                    max(later acquisition, end of the fault) + renew_interval + round_trip.
+//  honesty           the earlier holder of an explained overlap stops believing it holds the
+//                    lock (it is told of the loss by on_lost or by release() returning
+//                    lock_lost, or it releases with an unknown outcome such as a connection
+//                    error) no later than max(later acquisition, end of the fault) +
+//                    renew_interval + round_trip; and its release never reports success.
 //  liveness          every attempt ends, by its deadline + wait_slack (+ own pauses); a
 //                    "timeout" comes no earlier than the deadline (an early one is a lie); after
 //                    the faults settle, attempts end in "acquired" or "timeout" only.

@@ -129,6 +129,25 @@ TEST(HistoryChecker, AcceptsOverlapAfterARestartWithoutPersistence) {
   EXPECT_EQ(r.explained_overlaps, 1u);
 }
 
+TEST(HistoryChecker, AcceptsALossToldByReleaseInsteadOfTheCallback) {
+  H h;
+  h.acquire(0, "a", 5, "w1").fault(100, 300, fault::server_restart_empty, "server");
+  h.acquire(350, "b", 1700000000000000, "w2").release(400, "a", "lock_lost").loss(401, "a", "release");
+  h.release(700, "b");
+  CheckReport r = h.run();
+  EXPECT_TRUE(r.ok()) << r.summary();
+  EXPECT_EQ(r.losses, 1u);
+}
+
+TEST(HistoryChecker, AcceptsAHolderThatReleasedWithAnUnknownOutcomeInTime) {
+  // w1's release ran into the restart: "connection" (outcome unknown) is honest.
+  H h;
+  h.acquire(0, "a", 5, "w1").fault(100, 300, fault::server_restart_empty, "server");
+  h.acquire(350, "b", 1700000000000000, "w2").release(400, "a", "connection").release(700, "b");
+  CheckReport r = h.run();
+  EXPECT_TRUE(r.ok()) << r.summary();
+}
+
 TEST(HistoryChecker, AcceptsAttemptErrorsDuringFaultsAndTimeoutsAfterThem) {
   H h;
   h.fault(0, 500, fault::proxy_blackhole, "server");
@@ -227,6 +246,14 @@ TEST(HistoryChecker, CatchesALossReportThatCameTooLate) {
   CheckReport r = h.run();
   EXPECT_TRUE(has_rule(r, "honesty")) << r.summary();
   EXPECT_FALSE(has_rule(r, "mutual_exclusion")) << r.summary();
+}
+
+TEST(HistoryChecker, CatchesAHolderThatBelievedTooLongWithoutBeingTold) {
+  H h;
+  h.acquire(0, "a", 5, "w1").fault(100, 300, fault::server_restart_empty, "server");
+  h.acquire(350, "b", 1700000000000000, "w2").release(1500, "a", "connection").release(1700, "b");
+  CheckReport r = h.run();
+  EXPECT_TRUE(has_rule(r, "honesty")) << r.summary();
 }
 
 TEST(HistoryChecker, CatchesAnAttemptThatHung) {
