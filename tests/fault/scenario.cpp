@@ -64,16 +64,28 @@ RawConnection& Scenario::raw() {
   return *raw_;
 }
 
+std::string Scenario::worker_kind(int i) const {
+  if (opts_.kinds.empty()) return opts_.kind;
+  return opts_.kinds[static_cast<std::size_t>(i) % opts_.kinds.size()];
+}
+
+std::vector<std::string> Scenario::worker_locks(int i) const {
+  if (opts_.kinds.empty()) return opts_.locks;
+  std::vector<std::string> out;
+  for (const auto& l : opts_.locks) out.push_back(worker_kind(i) + "-" + l);
+  return out;
+}
+
 void Scenario::start_workers() {
   const std::string url = opts_.through_proxy ? proxy_->url() : server_->url();
-  std::string locks;
-  for (const auto& l : opts_.locks) locks += (locks.empty() ? "" : ",") + l;
   for (int i = 0; i < opts_.processes; ++i) {
+    std::string locks;
+    for (const auto& l : worker_locks(i)) locks += (locks.empty() ? "" : ",") + l;
     const std::string proc = "w" + std::to_string(i);
     // Built before fork(): the child may only exec (no allocation after a threaded fork).
     auto args = std::make_shared<std::vector<std::string>>(std::vector<std::string>{
         DLOCK_FAULT_WORKER, "--url", url, "--history", dir_ + "/" + proc + ".history",
-        "--proc", proc, "--resource", dir_ + "/resource", "--kind", opts_.kind, "--locks", locks,
+        "--proc", proc, "--resource", dir_ + "/resource", "--kind", worker_kind(i), "--locks", locks,
         "--threads", std::to_string(opts_.threads), "--seconds",
         std::to_string(opts_.duration.count()), "--ttl", std::to_string(opts_.ttl.count()),
         "--hold-ms", std::to_string(opts_.hold.count()), "--wait-ms",
@@ -185,7 +197,11 @@ bool Scenario::locks_left_behind_expire() {
         RawConnection& r = raw();
         const auto now = r.cmd_array({"TIME"});
         const std::string server_ms = std::to_string(std::stoll(now.at(0)) * 1000 + std::stoll(now.at(1)) / 1000);
-        for (const auto& l : opts_.locks) {
+        std::set<std::string> names;
+        for (int i = 0; i < opts_.processes; ++i) {
+          for (const auto& l : worker_locks(i)) names.insert(l);
+        }
+        for (const auto& l : names) {
           // The lock's own key is gone and every other key of it expires on its own, except
           // those permanent by design (the documented layouts in include/dlock/*.hpp): the
           // fencing counter and a Semaphore's limit. A Semaphore's permits are zset entries

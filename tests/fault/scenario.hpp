@@ -26,6 +26,9 @@ std::chrono::milliseconds scaled(std::chrono::milliseconds d);
 
 struct ScenarioOptions {
   std::string kind = "mutex";  // mutex | fair | rw | sem (see fault_worker.cpp)
+  // Mixed workload: worker i uses kinds[i % size] (overrides `kind`) on locks named
+  // "<kind>-<lock>", since one name cannot be two kinds at once.
+  std::vector<std::string> kinds;
   int processes = 3;
   int threads = 2;
   std::vector<std::string> locks{"m0", "m1"};
@@ -63,6 +66,10 @@ class Scenario {
   // SIGSTOP worker i for `length`, then SIGCONT; recorded as client_pause.
   void pause_worker(int i, std::chrono::milliseconds length);
   void sleep(std::chrono::milliseconds d);
+  pid_t worker_pid(int i) const { return workers_.at(static_cast<std::size_t>(i))->pid(); }
+  // The kind and lock names worker i uses.
+  std::string worker_kind(int i) const;
+  std::vector<std::string> worker_locks(int i) const;
 
   // Waits for every worker to exit (bounded; a hung worker is killed and the test fails).
   // Returns the exit codes.
