@@ -14,6 +14,7 @@
 #include <deque>
 #include <list>
 #include <stdexcept>
+#include <tuple>
 #include <vector>
 
 namespace dlock::test {
