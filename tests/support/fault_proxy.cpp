@@ -237,6 +237,15 @@ void FaultProxy::run() noexcept {
       std::uint64_t v;
       [[maybe_unused]] ssize_t n = ::read(wake_fd_, &v, sizeof v);
     }
+    // The mode again: a test that changed it and then sent bytes must see those bytes
+    // handled under the new mode, even when both woke this one poll().
+    {
+      std::lock_guard lk(mu_);
+      mode = mode_;
+      delay = delay_;
+    }
+    // Accepted connections join `conns` only after this round: the poll set covers the old ones.
+    std::list<Conn> fresh;
     if (fds[1].revents & POLLIN) {
       while (true) {
         int cfd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -254,10 +263,11 @@ void FaultProxy::run() noexcept {
           }
         }
         open_.fetch_add(1);
-        conns.push_back(std::move(c));
+        fresh.push_back(std::move(c));
       }
     }
 
+    const bool forward_now = mode == Mode::pass || mode == Mode::delay;
     const auto after = Clock::now();
     std::size_t i = 2;
     for (Conn& c : conns) {
@@ -279,11 +289,12 @@ void FaultProxy::run() noexcept {
         pipe->queue.push_back(Chunk{after + (mode == Mode::delay ? delay : std::chrono::milliseconds(0)),
                                     std::move(got), 0});
       }
-      if (ok && forwarding && c.server >= 0) {
+      if (ok && forward_now && c.server >= 0) {
         ok = flush_due(c.to_server, c.server, after) && flush_due(c.to_client, c.client, after);
       }
       if (!ok) close_conn(c);
     }
+    conns.splice(conns.end(), fresh);
   }
   for (Conn& c : conns) {
     if (!c.dead) close_conn(c);
