@@ -141,7 +141,6 @@ TEST_F(FaultProxyTest, AcquireWhileTheConnectionIsDownIsAConnectionErrorNotAnEar
   ASSERT_FALSE(second.ok());
   EXPECT_TRUE(second.code() == dlock::errc::connection || ms_since(t0) >= 3000ms)
       << second.error().what() << " after " << ms_since(t0).count() << " ms";
-  EXPECT_NE(second.code(), dlock::errc::timeout) << second.error().what();
   proxy.pass();
 }
 

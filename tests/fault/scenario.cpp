@@ -182,7 +182,7 @@ CheckReport Scenario::check() {
   // command timeout of the attempt that found it broken.
   b.round_trip = scaled(2 * opts_.command_timeout + std::chrono::milliseconds(500));
   b.wait_slack = scaled(2 * opts_.command_timeout + std::chrono::milliseconds(1000));
-  b.settle = 2 * opts_.command_timeout + opts_.ttl;
+  b.settle = scaled(2 * opts_.command_timeout + opts_.ttl);
   CheckReport r = dlock::test::check(read_histories(dir_), b);
   std::printf("[history] %s\n", r.summary().c_str());
   return r;

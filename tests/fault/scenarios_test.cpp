@@ -113,20 +113,17 @@ TEST(FaultScenario, HolderProcessPausedLongerThanItsTtl) {
   Scenario s(o);
   s.start_workers();
   ASSERT_TRUE(s.wait_for_acquisitions(5, 5s));
-  int paused = 0;
   for (int i = 0; i < 2; ++i) {
     std::optional<int> holder;
     ASSERT_TRUE(dlock::test::eventually([&] { return (holder = s.current_holder()).has_value(); },
                                         dlock::test::scaled(3s), 10ms));
     s.pause_worker(*holder, 3000ms);
-    ++paused;
     s.sleep(1500ms);
   }
   CheckReport r = finish(s);
   // Each paused holder's lease ran out during its pause (its clock counts through SIGSTOP),
   // so it was told of a loss; the overlaps it caused are explained and fenced.
   EXPECT_GE(r.losses, 1u) << r.summary();
-  EXPECT_EQ(paused, 2);
 }
 
 TEST(FaultScenario, ClientKillAndScriptFlush) {
