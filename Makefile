@@ -62,3 +62,10 @@ bench-report: bench-build bench-peer-deps
 
 clean:
 	rm -rf $(BUILD)
+
+# Soak (not part of make test, not in CI): SOAK_SECONDS (default 600) of mixed workload with
+# periodic faults; reports acquisitions, faults, violations and client memory. See scripts/soak.
+SOAK_SECONDS ?= 600
+.PHONY: soak
+soak: deps $(BUILD)/CMakeCache.txt
+	SOAK_SECONDS=$(SOAK_SECONDS) BUILD=$(BUILD) JOBS=$(JOBS) scripts/soak

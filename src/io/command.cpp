@@ -46,6 +46,12 @@ std::error_code classify_error_reply(const Reply& reply) {
       s.find("ACL failure in script") != std::string_view::npos ||
       s.find("No permissions to access") != std::string_view::npos)
     return errc::auth;
+  // The server refusing work it cannot do now (memory full under noeviction, a read-only
+  // replica, still loading), also when a script's command hit it: errc::server, as documented,
+  // not errc::script (the script is fine; retrying later can succeed).
+  if (p == "OOM" || p == "READONLY" || p == "LOADING" || p == "MASTERDOWN" ||
+      s.find("OOM command not allowed") != std::string_view::npos)
+    return errc::server;
   if (s.find("user_script") != std::string_view::npos || s.find("Error running script") != std::string_view::npos)
     return errc::script;
   return errc::server;

@@ -177,6 +177,12 @@ void Connection::send(Command&& cmd) {
       return;
     case State::down:
       if (!cmd.done) return;
+      // Never sent, so it cannot have timed out: when the connection broke on a timeout, say
+      // "unreachable" (errc::connection, as documented) at once. Passing errc::timeout on made
+      // waiters with a deadline give up immediately, in a hot loop (found by tests/fault/).
+      if (last_error_.code == errc::timeout) {
+        return cmd.done(Error(errc::connection, name_ + " is unreachable (" + last_error_.what() + ")"));
+      }
       return cmd.done(last_error_ ? last_error_ : Error(errc::connection, name_ + " is unreachable"));
     case State::closed:
       if (!cmd.done) return;

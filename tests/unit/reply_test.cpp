@@ -186,6 +186,23 @@ TEST(ClassifyErrorReply, LuaErrorCarryingWrongTypeIsWrongType) {
             dlock::errc::wrong_type);
 }
 
+// Regression (found by tests/fault/memory_pressure_test.cpp): at maxmemory with noeviction an
+// acquire script's INCR/SET is refused, and Redis 7 puts the OOM first with the script named
+// after it. That is the server refusing work (errc::server, as Mutex::acquire documents), not a
+// broken script.
+TEST(ClassifyErrorReply, ServerRefusalInsideAScriptIsServer) {
+  EXPECT_EQ(classify("OOM command not allowed when used memory > 'maxmemory'. script: "
+                     "1f0b26457a8572285ae573f7f384f64a1ab44ddf, on @user_script:19."),
+            dlock::errc::server);
+  EXPECT_EQ(classify("ERR Error running script (call to f_0123456789abcdef0123456789abcdef01234567): "
+                     "@user_script:19: OOM command not allowed when used memory > 'maxmemory'."),
+            dlock::errc::server);
+  EXPECT_EQ(classify("READONLY You can't write against a read only replica. script: "
+                     "0123456789abcdef0123456789abcdef01234567, on @user_script:2."),
+            dlock::errc::server);
+  EXPECT_EQ(classify("OOM command not allowed when used memory > 'maxmemory'."), dlock::errc::server);
+}
+
 TEST(ClassifyErrorReply, LuaErrorCarryingNoPermIsAuth) {
   EXPECT_EQ(classify("ERR Error running script (call to f_0123456789abcdef0123456789abcdef01234567): "
                      "@user_script:1: NOPERM this user has no permissions to access one of the keys"),

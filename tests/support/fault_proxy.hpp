@@ -1,0 +1,82 @@
+#pragma once
+// A TCP proxy on loopback between dlock clients and a real redis-server, driven by the test to
+// inject network faults: added latency, held bytes, dropped connections and a black hole. The
+// server stays a real one; only the wire between them misbehaves, the way a congested or
+// partitioned network does.
+//
+// Modes (set at any time from any thread; they apply to every proxied connection):
+//   pass       bytes flow both ways as they arrive.
+//   delay(d)   every chunk read from either side is forwarded d after it arrived (order kept):
+//              a slow link. delay(0) is pass.
+//   pause      bytes are read and held in the proxy; nothing is forwarded. pass()/delay()
+//              release the held bytes in order: a stall that heals without loss.
+//   blackhole  new connections are accepted but never connected upstream; bytes of every
+//              connection are read and thrown away: a partition. When the black hole ends,
+//              every connection it swallowed bytes of is closed (its byte stream is broken;
+//              on a real network TCP would have reset it).
+// Action:
+//   drop()     closes every proxied connection now (both sides), whatever the mode.
+//
+// Runs on its own thread (poll loop); the destructor stops it and closes every socket.
+// Not copyable or movable.
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <thread>
+
+namespace dlock::test {
+
+class FaultProxy {
+ public:
+  enum class Mode { pass, delay, pause, blackhole };
+
+  // Listens on 127.0.0.1:<free port>, forwarding to upstream_host:upstream_port (connected
+  // anew for every accepted client, so a restarted server on the same port is picked up).
+  // Throws std::runtime_error if it cannot listen.
+  FaultProxy(std::string upstream_host, int upstream_port);
+  ~FaultProxy();  // never throws
+
+  FaultProxy(const FaultProxy&) = delete;
+  FaultProxy& operator=(const FaultProxy&) = delete;
+
+  int port() const noexcept { return port_; }
+  std::string url() const;  // "redis://127.0.0.1:<port>"
+
+  void pass();
+  void delay(std::chrono::milliseconds d);
+  void pause();
+  void blackhole();
+  void drop();
+
+  Mode mode() const;
+  // Proxied connections currently open (client side accepted, not yet closed).
+  std::size_t open_connections() const noexcept { return open_.load(); }
+  // Client connections accepted since construction.
+  std::uint64_t accepted() const noexcept { return accepted_.load(); }
+
+ private:
+  void set_mode(Mode m, std::chrono::milliseconds d);
+  void wake() noexcept;
+  void run() noexcept;
+
+  std::string upstream_host_;
+  int upstream_port_;
+  int listen_fd_ = -1;
+  int wake_fd_ = -1;  // eventfd: mode changes and stop interrupt poll()
+  int port_ = 0;
+
+  mutable std::mutex mu_;
+  Mode mode_ = Mode::pass;
+  std::chrono::milliseconds delay_{0};
+  bool drop_requested_ = false;
+  bool stop_ = false;
+
+  std::atomic<std::size_t> open_{0};
+  std::atomic<std::uint64_t> accepted_{0};
+  std::thread thread_;
+};
+
+}  // namespace dlock::test
