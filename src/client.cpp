@@ -63,6 +63,35 @@ Result<Reply> Client::command(std::vector<std::string> args, std::stop_token sto
   return to_result(wait->wait(), where);
 }
 
+std::vector<ServerAddress> Client::primaries() const {
+  if (core_->on_loop_thread()) return core_->primaries();
+  if (core_->is_shut_down()) return {};
+  auto wait = std::make_shared<detail::SyncWait<std::vector<ServerAddress>>>();
+  core_->post([wait, core = core_] { wait->set(core->primaries()); });
+  return wait->wait();
+}
+
+const Deployment& Client::deployment() const noexcept { return core_->deployment(); }
+
+Result<Reply> Client::command_on(const ServerAddress& node, std::vector<std::string> args, std::stop_token stop) {
+  if (args.empty()) return Error(errc::invalid_argument, "empty command");
+  if (core_->on_loop_thread()) {
+    return Error(errc::called_from_event_loop, "Client::command_on() called on the client's event-loop thread");
+  }
+  auto wait = std::make_shared<detail::SyncWait<Result<Reply>>>();
+  const std::string where = args[0] + " on " + node.display();
+  std::optional<std::stop_callback<std::function<void()>>> on_stop;
+  if (stop.stop_possible()) {
+    on_stop.emplace(stop, std::function<void()>([wait, where] {
+                      wait->set(Error(errc::cancelled, where + " cancelled"));
+                    }));
+  }
+  core_->post([core = core_, node, payload = detail::format_command(args), wait]() mutable {
+    core->send_to(node, std::move(payload), [wait](Result<Reply> r) { wait->set(std::move(r)); });
+  });
+  return to_result(wait->wait(), where);
+}
+
 void Client::async_command(std::vector<std::string> args, std::function<void(Result<Reply>)> done) {
   if (args.empty()) {
     core_->post([done = std::move(done)] { done(Error(errc::invalid_argument, "empty command")); });

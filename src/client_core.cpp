@@ -11,6 +11,7 @@
 #include "cluster/cluster_router.hpp"
 #include "cluster/node.hpp"
 #include "cluster/sentinel_watcher.hpp"
+#include "cluster/sharded_scripts.hpp"
 #include "renewal/lease_record.hpp"
 #include "scripts/script_call.hpp"
 
@@ -175,10 +176,7 @@ const Script& ClientCore::cluster_variant(const Script& s) {
   if (!v) {
     v = std::make_unique<ScriptVariant>();
     v->name = s.name;
-    v->source = s.source;
-    for (std::size_t at = 0; (at = v->source.find("'PUBLISH'", at)) != std::string::npos; at += 10) {
-      v->source.replace(at, 9, "'SPUBLISH'");
-    }
+    v->source = to_sharded_pubsub(s.source);
     v->sha1 = sha1_hex(v->source);
     v->script = Script{v->name.c_str(), v->source.c_str(), v->sha1.c_str()};
   }

@@ -17,6 +17,7 @@
 #include <string_view>
 #include <vector>
 
+#include "dlock/deployment.hpp"
 #include "dlock/options.hpp"
 #include "dlock/reply.hpp"
 #include "dlock/result.hpp"
@@ -57,6 +58,21 @@ class Client {
 
   // async_command(): the same without blocking; `done` runs on the event-loop thread.
   void async_command(std::vector<std::string> args, std::function<void(Result<Reply>)> done);
+
+  // primaries()
+  //
+  // The nodes that hold the data: the server (standalone), the primary a sentinel named
+  // (Sentinel), or every Cluster primary as last discovered (the seeds while the slot map is not
+  // known yet). Blocks for one hop to the event loop, never for the network. Not guaranteed
+  // current: a failover or a resharding may change it a moment later.
+  std::vector<ServerAddress> primaries() const;
+
+  // command_on(): like command(), on one given node (from primaries()) and without Cluster
+  // redirection: for per-node commands such as SCAN, INFO, DBSIZE or PUBSUB.
+  Result<Reply> command_on(const ServerAddress& node, std::vector<std::string> args, std::stop_token stop = {});
+
+  // Standalone, Cluster or Sentinel, and the URL's nodes (no passwords in display()).
+  const Deployment& deployment() const noexcept;
 
   // ping(): PING, retried until the server answers or `timeout` passes. For start-up checks.
   Result<void> ping(milliseconds timeout = milliseconds{3000});

@@ -28,5 +28,10 @@ end
 -- Exclusive: no other owner can have a field, so the last release deletes the whole hash.
 redis.call('DEL', KEYS[1])
 -- pcall: a user whose ACL lacks channel rights still releases (waiters notice at their recheck).
+-- On Cluster this is SPUBLISH (see src/cluster/sharded_scripts.hpp).
 redis.pcall('PUBLISH', ARGV[2], ARGV[3])
+-- Redisson mode (no fencing token) on Cluster: Java clients listen with a classic SUBSCRIBE
+-- too, so publish both ways. Double quotes keep this one a PUBLISH in the Cluster form.
+local cluster = false
+if cluster and ARGV[4] == '' then redis.pcall("PUBLISH", ARGV[2], ARGV[3]) end
 return 1

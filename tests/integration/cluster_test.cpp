@@ -141,6 +141,19 @@ TEST_F(ClusterTest, ScriptsSurviveAFlushedScriptCache) {
   EXPECT_TRUE(l->release().ok());
 }
 
+TEST_F(ClusterTest, PrimariesAndPerNodeCommands) {
+  auto nodes = client->primaries();
+  ASSERT_EQ(nodes.size(), 3u);
+  long long keys = 0;
+  for (const auto& n : nodes) {
+    auto r = client->command_on(n, {"DBSIZE"});
+    ASSERT_TRUE(r.ok()) << r.error().what();
+    keys += r->integer();
+  }
+  EXPECT_GT(keys, 0);  // the fence counters of the earlier tests, spread over the nodes
+  EXPECT_EQ(client->deployment().kind, Deployment::Kind::cluster);
+}
+
 TEST_F(ClusterTest, CrossSlotCommandsGetAClearError) {
   auto r = client->command({"MSET", "{a}x", "1", "{b}y", "2"});
   ASSERT_FALSE(r.ok());

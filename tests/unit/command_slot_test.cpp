@@ -38,3 +38,26 @@ TEST(CommandSlotTest, MalformedPayloadsHaveNoSlot) {
 
 }  // namespace
 }  // namespace dlock::detail
+
+#include "cluster/sharded_scripts.hpp"
+
+namespace dlock::detail {
+namespace {
+
+TEST(ShardedScriptsTest, PublishBecomesSpublishExceptTheDoubleQuotedForm) {
+  const std::string src =
+      "local cluster = false\n"
+      "redis.pcall('PUBLISH', ARGV[1], 'released')\n"
+      "redis.call('PUBLISH', ARGV[1], 'x')\n"
+      "if cluster then redis.pcall(\"PUBLISH\", ARGV[1], '0') end\n";
+  const std::string out = to_sharded_pubsub(src);
+  EXPECT_EQ(out,
+            "local cluster = true\n"
+            "redis.pcall('SPUBLISH', ARGV[1], 'released')\n"
+            "redis.call('SPUBLISH', ARGV[1], 'x')\n"
+            "if cluster then redis.pcall(\"PUBLISH\", ARGV[1], '0') end\n");
+  EXPECT_EQ(to_sharded_pubsub("return 1"), "return 1");
+}
+
+}  // namespace
+}  // namespace dlock::detail
