@@ -7,7 +7,8 @@
 // Redis layout, on EVERY node, for a lock named N and the prefix P of the first node's Client:
 //   P{N}          string: the owner token (as Mutex: "<32 hex>@<host>:<pid>:<unix ms>"), SET NX PX
 //   P{N}:fence    string: this node's fencing counter; no TTL, never deleted
-//   P{N}:rel      string: the last releaser's owner token, for 30 s
+//   P{N}:rel      string: the last releaser's owner token, for 30 s ("-<owner>" on a node where
+//                 the release found the key already gone: no renewal in flight may set it again)
 //   P{N}:ch       pub/sub channel: "released" after a release
 // That is the Mutex layout, so a Mutex on one of the nodes and a Redlock exclude each other on
 // that node (but a Mutex holds one node, never a majority).

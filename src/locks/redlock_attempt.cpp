@@ -7,6 +7,7 @@
 namespace dlock::detail::scripts {
 extern const Script redlock_acquire;
 extern const Script redlock_fence;
+extern const Script redlock_release;
 extern const Script redlock_renew;
 }  // namespace dlock::detail::scripts
 
@@ -102,7 +103,7 @@ std::shared_ptr<const HoldScripts> redlock_hold(const RedlockSpec& spec, std::ui
   h->renew = &scripts::redlock_renew;
   h->renew_keys = {spec.key, spec.key + ":rel", spec.key + ":fence"};
   h->renew_extra = {std::to_string(token)};
-  h->release = &scripts::mutex_release;
+  h->release = &scripts::redlock_release;
   h->release_keys = {spec.key, spec.key + ":rel"};
   h->release_extra = {spec.key + ":ch", std::to_string(release_marker_ttl.count())};
   h->fanout = spec.fanout;
@@ -110,7 +111,7 @@ std::shared_ptr<const HoldScripts> redlock_hold(const RedlockSpec& spec, std::ui
 }
 
 void redlock_release_everywhere(const RedlockSpec& spec, const std::string& owner) {
-  fan_out(spec.nodes, scripts::mutex_release, {spec.key, spec.key + ":rel"},
+  fan_out(spec.nodes, scripts::redlock_release, {spec.key, spec.key + ":rel"},
           {owner, spec.key + ":ch", std::to_string(release_marker_ttl.count())},
           [](const NodeReplies&) { return false; }, [](NodeReplies) {});
 }

@@ -13,9 +13,11 @@ if cur == ARGV[1] then
   return 1
 end
 if cur ~= false then return 0 end
--- Never re-create a hold this owner released: a renewal that crosses release() on the wire
--- would otherwise resurrect it here.
-if redis.pcall('GET', KEYS[2]) == ARGV[1] then return 0 end
+-- Never re-create a hold this owner released (marker "owner", or the tombstone "-owner" that
+-- redlock_release.lua leaves where the key was already gone): a renewal that crosses release()
+-- on the wire would otherwise resurrect it here.
+local marker = redis.pcall('GET', KEYS[2])
+if marker == ARGV[1] or marker == '-' .. ARGV[1] then return 0 end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 -- The node may have lost its counter with the rest of its data: teach it this hold's token.
 local counter = tonumber(redis.call('GET', KEYS[3]) or '0') or 0
