@@ -67,6 +67,14 @@
 // the loss (nodes 3–5 hold B's token) or, if it reaches node 3 before B does, sets it again
 // there so B fails; the window between is unprotected.
 //
+// Completion: acquire(), release() and extend() return as soon as a majority decided; the
+// other nodes' replies land later (their commands were sent at the same moment). A failed
+// acquisition has SENT its release to every node before it returns.
+//
+// Lifetime: the Clients must outlive the Redlock and its leases. Destroying nodes[0]'s Client
+// while a lease is held stops its renewal and releases it on node 0 only (the Client's own
+// shutdown knows a single server); the other nodes' keys expire at their TTL.
+//
 // Standard adapters: lock()/try_lock()/try_lock_for()/try_lock_until()/unlock() as Mutex, so
 // std::unique_lock and std::lock_guard work; holds taken that way belong to the thread.
 #pragma once

@@ -85,9 +85,9 @@ void write_back(const std::shared_ptr<const RedlockSpec>& spec, std::string owne
           return report(std::move(t));
         }
         // The watchdog lives on the first node's loop thread: schedule there, then hand over.
-        home->post([home, rec, report]() mutable {
-          home->active_leases_.fetch_add(1);
-          home->renewals().add(rec);
+        home->post([rec, report]() mutable {
+          rec->core->active_leases_.fetch_add(1);
+          rec->core->renewals().add(rec);
           RedlockTry ok;
           ok.kind = RedlockTry::Kind::acquired;
           ok.lease = std::move(rec);

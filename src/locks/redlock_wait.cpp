@@ -32,18 +32,24 @@ struct RedlockWakeups::Listener final : Notifier::Listener {
 
 RedlockWakeups::RedlockWakeups(const RedlockNodes& nodes, std::string channel)
     : nodes_(nodes), channel_(std::move(channel)), listener_(std::make_shared<Listener>()) {
+  // The posted work holds its core weakly: a Client shut down before it runs never runs it,
+  // and a strong reference kept in its own queue would keep it alive for ever.
   for (const auto& core : nodes_.cores) {
-    core->post([core, l = listener_, ch = channel_] {
+    core->post([weak = std::weak_ptr<ClientCore>(core), l = listener_, ch = channel_] {
+      auto c = weak.lock();
+      if (!c) return;
       // A failed subscription is retried by the Notifier once the node is back; meanwhile the
       // recheck interval bounds the wait.
-      core->notifier().subscribe(ch, l.get(), [l](const Error&) { l->confirmed(); });
+      c->notifier().subscribe(ch, l.get(), [l](const Error&) { l->confirmed(); });
     });
   }
 }
 
 RedlockWakeups::~RedlockWakeups() {
   for (const auto& core : nodes_.cores) {
-    core->post([core, l = listener_, ch = channel_] { core->notifier().unsubscribe(ch, l.get()); });
+    core->post([weak = std::weak_ptr<ClientCore>(core), l = listener_, ch = channel_] {
+      if (auto c = weak.lock()) c->notifier().unsubscribe(ch, l.get());
+    });
   }
 }
 
