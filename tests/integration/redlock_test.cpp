@@ -136,6 +136,28 @@ TEST_F(RedlockTest, RenewalSetsAMissingKeyAgainButNeverResurrectsAReleasedOne) {
   }
 }
 
+TEST_F(RedlockTest, ExtendSetsTheNewTtlOnEveryNode) {
+  Clients c = group.clients(options());
+  dlock::Redlock lock(pointers(c), "extend", watchdog(3000ms));
+  dlock::Result<dlock::Lease> lease = lock.acquire(no_wait());
+  ASSERT_TRUE(lease.ok()) << lease.error().what();
+  ASSERT_TRUE(lease->extend(60000ms).ok());
+  // A majority has the new TTL when extend() returns, every node soon after.
+  auto extended = [&] {
+    std::size_t n = 0;
+    for (std::size_t i = 0; i < N; ++i) n += group.raw(i).cmd_int({"PTTL", key_of("extend")}) > 50000 ? 1 : 0;
+    return n;
+  };
+  EXPECT_GE(extended(), 3u);
+  EXPECT_TRUE(eventually([&] { return extended() == N; }, scaled(1000ms)));
+  EXPECT_GT(lease->remaining(), 50000ms);
+  EXPECT_EQ(lease->extend(0ms).code(), dlock::errc::invalid_argument);
+  // Taken over on a majority: extend() says so, and the lease is lost.
+  for (std::size_t i : {0, 1, 2}) ASSERT_EQ(group.raw(i).cmd({"SET", key_of("extend"), "foreign"}), "OK");
+  EXPECT_EQ(lease->extend(60000ms).code(), dlock::errc::not_owner);
+  EXPECT_TRUE(eventually([&] { return lease->lost(); }, scaled(1000ms)));
+}
+
 TEST_F(RedlockTest, MutualExclusionAcrossThreads) {
   Clients c = group.clients(options());
   dlock::Redlock lock(pointers(c), "threads", watchdog(10s));
