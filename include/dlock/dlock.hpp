@@ -11,6 +11,7 @@
 #include "dlock/multi_lock.hpp"
 #include "dlock/mutex.hpp"
 #include "dlock/options.hpp"
+#include "dlock/redlock.hpp"
 #include "dlock/reentrant_mutex.hpp"
 #include "dlock/reply.hpp"
 #include "dlock/semaphore.hpp"

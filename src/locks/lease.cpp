@@ -51,6 +51,13 @@ std::string describe(const LeaseRecord& rec) {
   return "lock '" + rec.name + "' on " + rec.core->address().display();
 }
 
+// Runs one of the hold's scripts where the hold lives: its server, or all of them (Redlock).
+void eval_hold(const LeaseRecord& rec, const detail::Script& script, const std::vector<std::string>& keys,
+               const std::vector<std::string>& args, detail::ReplyHandler done) {
+  if (rec.scripts.fanout) return rec.scripts.fanout->run(script, keys, args, std::move(done));
+  rec.core->eval(script, keys, args, std::move(done));
+}
+
 // Runs a script for this lease and waits for the reply; retried once after a connection error
 // (release and renew are idempotent for the same owner, so a retry cannot do harm).
 Result<Reply> run_blocking(const std::shared_ptr<LeaseRecord>& rec, const detail::Script& script,
@@ -59,7 +66,7 @@ Result<Reply> run_blocking(const std::shared_ptr<LeaseRecord>& rec, const detail
   Result<Reply> r = Error(errc::connection);
   for (int attempt = 0; attempt < 2; ++attempt) {
     auto wait = std::make_shared<detail::SyncWait<Result<Reply>>>();
-    rec->core->eval(script, keys, args, [wait, on_loop](Result<Reply> reply) {
+    eval_hold(*rec, script, keys, args, [wait, on_loop](Result<Reply> reply) {
       if (on_loop) on_loop(reply);
       wait->set(std::move(reply));
     });
@@ -121,8 +128,8 @@ Result<void> Lease::release() noexcept {
     rec->core->post([rec] { rec->core->renewals().remove(*rec); });
     const std::vector<std::string> args = rec->release_args();
     if (rec->core->on_loop_thread()) {
-      rec->core->eval(*rec->scripts.release, rec->scripts.release_keys, args,
-                      [rec](Result<Reply>) { rec->finish_release(); });
+      eval_hold(*rec, *rec->scripts.release, rec->scripts.release_keys, args,
+                [rec](Result<Reply>) { rec->finish_release(); });
       return Error(errc::called_from_event_loop,
                    "release of " + describe(*rec) + " sent from the event-loop thread; its outcome is not awaited");
     }

@@ -14,12 +14,24 @@
 #include "dlock/options.hpp"
 #include "renewal/renewal_policy.hpp"
 #include "renewal/timer_queue.hpp"
+#include "io/command.hpp"
 #include "notify/notifier.hpp"
 #include "scripts/script.hpp"
 
 namespace dlock::detail {
 
 class ClientCore;
+
+// A hold that lives on several independent servers at once (Redlock). Renewals, extend() and
+// release() run the hold's script on every server through run(), which answers once with one
+// verdict in the single-server conventions below (1 renewed/released, 0 not held, or an error).
+class HoldFanout {
+ public:
+  virtual ~HoldFanout() = default;
+  // Any thread. `done` runs exactly once, on the loop thread of the record's core.
+  virtual void run(const Script& script, const std::vector<std::string>& keys,
+                   const std::vector<std::string>& args, ReplyHandler done) const = 0;
+};
 
 // The scripts that keep and end one kind of hold. Conventions every kind follows:
 //   renew   ARGV = {owner, ttl_ms, renew_extra...};  reply 1 renewed, 0 no longer held
@@ -34,6 +46,9 @@ struct HoldScripts {
   std::vector<std::string> release_extra;
   // Where a forced unlock is announced ("revoked"), for LeaseOptions::listen_for_revocation.
   std::string channel;
+  // Set when the hold spans several servers: the scripts then run through it instead of on the
+  // record's core, which only hosts the watchdog.
+  std::shared_ptr<const HoldFanout> fanout;
 };
 
 class LeaseRecord final : public Notifier::Listener {

@@ -110,22 +110,28 @@ void RenewalScheduler::apply(const std::shared_ptr<LeaseRecord>& rec, const Rene
 
 void RenewalScheduler::renew(const std::shared_ptr<LeaseRecord>& rec, time_point sent) {
   const milliseconds ttl = rec->policy.timing().ttl;
+  auto on_reply = [this, rec, sent, ttl](Result<Reply> r) {
+    if (rec->state() != LeaseRecord::State::held) return;
+    const time_point now = BootClock::now();
+    if (r.ok() && r->is_integer() && r->integer() == 0) return lose(rec, LossReason::taken);
+    const bool ok = r.ok() && r->is_integer() && r->integer() == 1;
+    if (ok && ttl != rec->policy.timing().ttl) {
+      // extend() changed the TTL while this renewal was in flight; its own
+      // bookkeeping already covers validity.
+      rec->renewal.renew_in_flight = false;
+      return;
+    }
+    apply(rec, ok ? rec->policy.on_renewed(rec->renewal, sent, now)
+                  : rec->policy.on_renew_failed(rec->renewal, now),
+          now);
+  };
+  // A hold on several servers (Redlock) renews on all of them; the verdict comes back here.
+  if (rec->scripts.fanout) {
+    return rec->scripts.fanout->run(*rec->scripts.renew, rec->scripts.renew_keys, rec->renew_args(ttl),
+                                    std::move(on_reply));
+  }
   core_.eval_now(*rec->scripts.renew, encode_evalsha(*rec->scripts.renew, rec->scripts.renew_keys, rec->renew_args(ttl)),
-                 [this, rec, sent, ttl](Result<Reply> r) {
-                   if (rec->state() != LeaseRecord::State::held) return;
-                   const time_point now = BootClock::now();
-                   if (r.ok() && r->is_integer() && r->integer() == 0) return lose(rec, LossReason::taken);
-                   const bool ok = r.ok() && r->is_integer() && r->integer() == 1;
-                   if (ok && ttl != rec->policy.timing().ttl) {
-                     // extend() changed the TTL while this renewal was in flight; its own
-                     // bookkeeping already covers validity.
-                     rec->renewal.renew_in_flight = false;
-                     return;
-                   }
-                   apply(rec, ok ? rec->policy.on_renewed(rec->renewal, sent, now)
-                                 : rec->policy.on_renew_failed(rec->renewal, now),
-                         now);
-                 });
+                 std::move(on_reply));
 }
 
 void RenewalScheduler::extended(const std::shared_ptr<LeaseRecord>& rec, milliseconds ttl, time_point sent_at) {

@@ -1,0 +1,166 @@
+// dlock/redlock.hpp — dlock::Redlock, one lock over N independent Redis masters.
+//
+// A Redlock is held when a majority (N/2 + 1) of N independent masters (no replication between
+// them; N odd, typically 3 or 5) hold its key for the same owner token. It survives the loss of
+// a minority of the masters: with 5, any 2 may be down or unreachable.
+//
+// Redis layout, on EVERY node, for a lock named N and the prefix P of the first node's Client:
+//   P{N}          string: the owner token (as Mutex: "<32 hex>@<host>:<pid>:<unix ms>"), SET NX PX
+//   P{N}:fence    string: this node's fencing counter; no TTL, never deleted
+//   P{N}:rel      string: the last releaser's owner token, for 30 s ("-<owner>" on a node where
+//                 the release found the key already gone: no renewal in flight may set it again)
+//   P{N}:ch       pub/sub channel: "released" after a release
+// That is the Mutex layout, so a Mutex on one of the nodes and a Redlock exclude each other on
+// that node (but a Mutex holds one node, never a majority).
+//
+// Acquisition: the acquire script is sent to every node AT ONCE (each node has its own Client,
+// so it costs one round trip, not N). A node counts when it answered "taken" (SET NX PX); the
+// try ends as soon as a majority answered "taken" or can no longer do so. A node that does not
+// answer is not waited for beyond its Client's ClientOptions::command_timeout (the per-node
+// timeout: keep it small next to the TTL), and not at all once the other nodes decided.
+// The try succeeds when a majority took the key AND, once the fencing token was written back
+// (below), validity is left:
+//
+//     validity = ttl − (now − sent) − drift          drift = LeaseOptions::drift_allowance
+//                                                           (default ttl / 100 + 2 ms)
+//
+// where `sent` is when the acquire left (BootClock, this machine), so `now − sent` covers both
+// round trips. Lease::remaining() counts that validity down; every successful renewal restarts
+// it from the renewal's send time. A try that fails releases its owner token on every node at
+// once (also on nodes that have not answered yet: the release queues behind the acquire).
+//
+// Renewal: the Lease is renewed by the watchdog of the FIRST node's Client (one scheduler,
+// no timer or thread per lock); each renewal goes to every node in parallel, in the same
+// pipelined writes as that node's other renewals. On each node it extends the key where this
+// owner holds it, and sets it again (NX) where the key is gone (a node restarted empty or
+// reachable again); it never overwrites another owner's key. The renewal succeeds when a
+// majority answered; on_lost(taken) runs when so many nodes hold another owner's key that no
+// majority is left; on_lost(expired) when no majority could be renewed before the validity
+// ran out. extend() and release() likewise act on every node and need a majority.
+//
+// Waiting: waiters subscribe to the lock's channel on every node, so a release published by
+// any node wakes them; each sleep is bounded by the holders' remaining TTL (the smallest PTTL
+// seen) and by WaitOptions::recheck_interval, never a polling loop.
+//
+// Fencing: each node's acquire sets its counter to max(counter, hint) + 1, where the hint is
+// the highest token this Redlock object has seen. The client takes the MAXIMUM over the nodes
+// that granted the lock as the token, and writes it back to every node (counter =
+// max(counter, token)); the acquisition counts only once a majority confirmed the write-back.
+// Guaranteed: if holder B's acquisition started after holder A's acquisition counted, then
+// token(B) > token(A), provided at least one node that confirmed A's write-back and granted B
+// kept its counter in between. Those two majorities always share a node, so with no node
+// losing its data tokens strictly increase; with the write-back reaching all 5 nodes and B's
+// majority of 3, up to 2 nodes may restart empty between A and B.
+// NOT guaranteed (Kleppmann, "How to do distributed locking", 2016): Redlock depends on timing
+// assumptions (bounded network delay, process pauses and clock drift); a holder paused past
+// its validity (GC, SIGSTOP, VM migration) still believes it holds the lock. The token is what
+// lets the resource reject its late writes, and only when the resource checks it (fencing.hpp).
+// The token is not a consensus-grade counter either: two holders that overlap because timing
+// assumptions failed may both hold tokens, the later one higher; if a majority of the nodes
+// that carried the order lost their counters (restarted empty), a later holder can get a LOWER
+// token. Use a consensus system (etcd, ZooKeeper) when correctness must not depend on timing.
+//
+// OPERATING RULE: a node that restarts empty (no persistence, or AOF with fsync every second)
+// must stay out for at least the maximum lease TTL (a delayed restart), or run with
+// `appendonly yes` + `appendfsync always`. Otherwise exclusion can break: A holds nodes 1–3,
+// node 3 restarts empty, B takes 3–5 and both hold a majority. A's next renewal then reports
+// the loss (nodes 3–5 hold B's token) or, if it reaches node 3 before B does, sets it again
+// there so B fails; the window between is unprotected.
+//
+// Completion: acquire(), release() and extend() return as soon as a majority decided; the
+// other nodes' replies land later (their commands were sent at the same moment). A failed
+// acquisition has SENT its release to every node before it returns.
+//
+// Lifetime: the Clients must outlive the Redlock and its leases. Destroying nodes[0]'s Client
+// while a lease is held stops its renewal and releases it on node 0 only (the Client's own
+// shutdown knows a single server); the other nodes' keys expire at their TTL.
+//
+// Standard adapters: lock()/try_lock()/try_lock_for()/try_lock_until()/unlock() as Mutex, so
+// std::unique_lock and std::lock_guard work; holds taken that way belong to the thread.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <stop_token>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "dlock/client.hpp"
+#include "dlock/lease.hpp"
+#include "dlock/options.hpp"
+#include "dlock/result.hpp"
+
+namespace dlock {
+
+namespace detail {
+struct RedlockSpec;
+class ThreadHolds;
+}  // namespace detail
+
+class Redlock {
+ public:
+  // Redlock(nodes, name, lease)
+  //
+  // `nodes`: one Client per master, all distinct, an odd number (1, 3, 5, 7...); the Clients
+  // must outlive this object and its leases. nodes[0]'s watchdog renews the leases, and its key
+  // prefix names the keys on every node. Names as for Mutex. Throws
+  // std::system_error(errc::invalid_argument) on a bad argument. Never blocks; no I/O.
+  Redlock(const std::vector<Client*>& nodes, std::string name, LeaseOptions lease = {});
+  ~Redlock();  // releases holds still taken through lock() (noexcept)
+
+  Redlock(const Redlock&) = delete;
+  Redlock& operator=(const Redlock&) = delete;
+
+  // connect(urls, options)
+  //
+  // One Client per URL of a comma-separated list ("redis://a:6379,redis://b:6379,..."), for
+  // callers (the CLI) that start from URLs. Throws std::system_error(errc::invalid_argument)
+  // on a bad URL or an even or empty list. The Clients connect in the background.
+  static std::vector<std::unique_ptr<Client>> connect(std::string_view urls, const ClientOptions& options = {});
+
+  // acquire(wait, stop)
+  //
+  // Takes the lock on a majority as described above, waiting as WaitOptions says. Blocks the
+  // calling thread. Errors: busy (timeout zero and held), timeout, cancelled, connection (no
+  // majority reachable: the message names each failed node), wrong_type (a key of another
+  // type on a node kept a majority out of reach), timeout also when a majority answered
+  // only after the validity time was used up, auth, server, called_from_event_loop, shutdown.
+  Result<Lease> acquire(WaitOptions wait = {}, std::stop_token stop = {});
+
+  // --- Standard Lockable / TimedLockable members (as Mutex) ----------------------------------
+  void lock();
+  bool try_lock();
+  template <class Rep, class Period>
+  bool try_lock_for(const std::chrono::duration<Rep, Period>& d) {
+    return timed_try(std::chrono::ceil<milliseconds>(d));
+  }
+  template <class Clock, class Duration>
+  bool try_lock_until(const std::chrono::time_point<Clock, Duration>& t) {
+    return timed_try(std::chrono::ceil<milliseconds>(t - Clock::now()));
+  }
+  void unlock() noexcept;
+
+  // --- State of the calling thread's hold (taken through lock()/try_lock*) -------------------
+  bool owns_lock() const noexcept;
+  FencingToken fencing_token() const noexcept;
+  bool lost() const noexcept;
+  milliseconds remaining() const noexcept;
+  Error last_error() const;
+
+  const std::string& name() const noexcept { return name_; }
+  const std::string& key() const noexcept { return key_; }
+  std::size_t node_count() const noexcept;
+  // Nodes that must grant the lock: node_count() / 2 + 1.
+  std::size_t quorum() const noexcept;
+
+ private:
+  bool timed_try(milliseconds d);
+
+  std::string name_;
+  std::string key_;
+  std::shared_ptr<const detail::RedlockSpec> spec_;
+  std::unique_ptr<detail::ThreadHolds> holds_;
+};
+
+}  // namespace dlock

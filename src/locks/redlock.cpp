@@ -1,0 +1,155 @@
+#include "dlock/redlock.hpp"
+
+#include <algorithm>
+#include <optional>
+#include <random>
+
+#include "client_core.hpp"
+#include "locks/redlock_attempt.hpp"
+#include "locks/redlock_wait.hpp"
+#include "locks/thread_holds.hpp"
+#include "util/names.hpp"
+#include "util/sync_wait.hpp"
+
+namespace dlock {
+
+using namespace detail;
+
+namespace {
+
+using Steady = std::chrono::steady_clock;
+
+RedlockTry try_blocking(const std::shared_ptr<const RedlockSpec>& spec) {
+  auto wait = std::make_shared<SyncWait<RedlockTry>>();
+  redlock_try(spec, [wait](RedlockTry t) { wait->set(std::move(t)); });
+  return wait->wait();
+}
+
+double jitter(double lo, double hi) {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  return std::uniform_real_distribution<double>(lo, hi)(rng);
+}
+
+}  // namespace
+
+Redlock::Redlock(const std::vector<Client*>& nodes, std::string name, LeaseOptions lease)
+    : name_(std::move(name)), holds_(std::make_unique<ThreadHolds>()) {
+  if (nodes.empty() || nodes.size() % 2 == 0) {
+    throw_error(errc::invalid_argument, "Redlock needs an odd number of nodes (got " + std::to_string(nodes.size()) + ")");
+  }
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    if (nodes[i] == nullptr) throw_error(errc::invalid_argument, "Redlock node " + std::to_string(i) + " is null");
+    if (std::count(nodes.begin(), nodes.end(), nodes[i]) > 1) {
+      throw_error(errc::invalid_argument, "Redlock node " + nodes[i]->address().display() + " is given twice");
+    }
+  }
+  if (auto ok = validate_lock_name(name_); !ok) throw_error(ok.code(), ok.error().what());
+  if (auto ok = validate_lease(lease); !ok) throw_error(ok.code(), ok.error().what());
+  auto spec = std::make_shared<RedlockSpec>();
+  for (Client* c : nodes) spec->nodes.cores.push_back(c->core());
+  spec->fanout = std::make_shared<const QuorumFanout>(spec->nodes);
+  spec->name = name_;
+  key_ = spec->nodes.cores.front()->lock_key(name_);
+  spec->key = key_;
+  spec->lease = std::move(lease);
+  spec->max_token = std::make_shared<std::atomic<std::uint64_t>>(0);
+  spec_ = std::move(spec);
+}
+
+Redlock::~Redlock() = default;  // ThreadHolds releases what lock() took
+
+std::vector<std::unique_ptr<Client>> Redlock::connect(std::string_view urls, const ClientOptions& options) {
+  std::vector<std::unique_ptr<Client>> out;
+  while (!urls.empty()) {
+    const std::size_t comma = urls.find(',');
+    std::string_view url = urls.substr(0, comma);
+    while (!url.empty() && url.front() == ' ') url.remove_prefix(1);
+    while (!url.empty() && url.back() == ' ') url.remove_suffix(1);
+    if (url.empty()) throw_error(errc::invalid_argument, "empty URL in the Redlock node list");
+    out.push_back(std::make_unique<Client>(url, options));
+    if (comma == std::string_view::npos) break;
+    urls.remove_prefix(comma + 1);
+  }
+  if (out.empty() || out.size() % 2 == 0) {
+    throw_error(errc::invalid_argument, "Redlock needs an odd number of node URLs (got " + std::to_string(out.size()) + ")");
+  }
+  return out;
+}
+
+std::size_t Redlock::node_count() const noexcept { return spec_->nodes.size(); }
+std::size_t Redlock::quorum() const noexcept { return spec_->nodes.quorum(); }
+
+Result<Lease> Redlock::acquire(WaitOptions wait, std::stop_token stop) {
+  const std::string what = "Redlock '" + name_ + "'";
+  milliseconds subscribe_bound{0};
+  for (const auto& core : spec_->nodes.cores) {
+    if (core->on_loop_thread()) {
+      return Error(errc::called_from_event_loop, "blocking acquire of " + what + " called on a client's event-loop thread");
+    }
+    if (core->is_shut_down()) return Error(errc::shutdown, "client " + core->address().display() + " is shut down");
+    subscribe_bound = std::max(subscribe_bound, core->options().command_timeout);
+  }
+  const bool single = wait.timeout && wait.timeout->count() <= 0;
+  std::optional<Steady::time_point> deadline;
+  if (wait.timeout) deadline = Steady::now() + std::max(*wait.timeout, milliseconds(0));
+  auto bounded = [&](Steady::time_point t) { return deadline ? std::min(t, *deadline) : t; };
+  const milliseconds recheck = wait.recheck_interval.count() > 0 ? wait.recheck_interval : WaitOptions{}.recheck_interval;
+
+  // The first try goes out before subscribing (a free lock costs one round trip); once it finds
+  // the lock busy, the wait subscribes on every node and tries again, so a release between the
+  // two tries cannot be missed.
+  std::optional<RedlockWakeups> wakeups;
+  while (true) {
+    if (stop.stop_requested()) return Error(errc::cancelled, "waiting for " + what + " was cancelled");
+    const std::uint64_t seen = wakeups ? wakeups->generation() : 0;
+    RedlockTry t = try_blocking(spec_);
+    if (t.kind == RedlockTry::Kind::acquired) {
+      Lease lease(std::move(t.lease));
+      if (stop.stop_requested()) {
+        (void)lease.release();  // the caller gave up while this try was in flight
+        return Error(errc::cancelled, "waiting for " + what + " was cancelled");
+      }
+      return lease;
+    }
+    if (t.kind == RedlockTry::Kind::failed) return t.error;
+    if (single) return Error(errc::busy, what + " is held by another owner");
+    const auto now = Steady::now();
+    if (deadline && now >= *deadline) return Error(errc::timeout, "timed out waiting for " + what);
+    if (!wakeups) {
+      wakeups.emplace(spec_->nodes, key_ + ":ch");
+      wakeups->await_subscribed(bounded(now + subscribe_bound), stop);
+      continue;
+    }
+    if (t.split) {
+      // Two contenders each took some nodes and both released: back off for a random moment,
+      // deaf to their release notifications, so the next round is not split again.
+      const auto pause = std::chrono::duration_cast<Steady::duration>(
+          std::clamp(spec_->lease.ttl / 100, milliseconds(5), milliseconds(50)) * jitter(0.5, 1.5));
+      wakeups->pause(bounded(now + pause), stop);
+      continue;
+    }
+    if (wakeups->generation() != seen) continue;  // a release was announced during the try
+    auto d = std::chrono::duration_cast<Steady::duration>(recheck * jitter(0.8, 1.2));
+    // The holders' TTL bounds the wait: a crashed holder's keys expire without a notification.
+    if (t.holder_ttl) d = std::min<Steady::duration>(d, *t.holder_ttl + milliseconds(1));
+    wakeups->sleep(seen, bounded(now + d), stop);
+  }
+}
+
+void Redlock::lock() {
+  std_lock(*holds_, 0, "Redlock '" + name_ + "'", [this](WaitOptions w) { return acquire(w); });
+}
+
+bool Redlock::timed_try(milliseconds d) {
+  return std_timed_try(*holds_, 0, d, [this](WaitOptions w) { return acquire(w); });
+}
+
+bool Redlock::try_lock() { return timed_try(milliseconds(0)); }
+void Redlock::unlock() noexcept { holds_->release_mine(); }
+bool Redlock::owns_lock() const noexcept { return holds_->holds(); }
+FencingToken Redlock::fencing_token() const noexcept { return holds_->token(); }
+bool Redlock::lost() const noexcept { return holds_->lost(); }
+milliseconds Redlock::remaining() const noexcept { return holds_->remaining(); }
+Error Redlock::last_error() const { return holds_->last_error(); }
+
+}  // namespace dlock

@@ -1,0 +1,181 @@
+#include "locks/redlock_attempt.hpp"
+
+#include <algorithm>
+
+#include "client_core.hpp"
+
+namespace dlock::detail::scripts {
+extern const Script redlock_acquire;
+extern const Script redlock_fence;
+extern const Script redlock_release;
+extern const Script redlock_renew;
+}  // namespace dlock::detail::scripts
+
+namespace dlock::detail {
+
+namespace {
+
+// How long each release marker (P{N}:rel) lives: as for Mutex.
+constexpr milliseconds release_marker_ttl{30000};
+
+enum class NodeVerdict { taken, busy, wrong_type, failed, pending };
+
+NodeVerdict verdict_of(const std::optional<Result<Reply>>& r) {
+  if (!r) return NodeVerdict::pending;
+  if (!r->ok()) return NodeVerdict::failed;
+  const Reply& rep = r->value();
+  if (!rep.is_array() || rep.size() != 2 || !rep[0].is_integer()) return NodeVerdict::failed;
+  switch (rep[0].integer()) {
+    case 1: return rep[1].is_integer() ? NodeVerdict::taken : NodeVerdict::failed;
+    case 0: return NodeVerdict::busy;
+    case -1: return NodeVerdict::wrong_type;
+    default: return NodeVerdict::failed;
+  }
+}
+
+std::size_t count(const NodeReplies& replies, NodeVerdict v) {
+  return static_cast<std::size_t>(
+      std::count_if(replies.begin(), replies.end(), [v](const auto& r) { return verdict_of(r) == v; }));
+}
+
+std::string what(const RedlockSpec& spec) {
+  return "Redlock '" + spec.name + "' on " + std::to_string(spec.nodes.size()) + " nodes";
+}
+
+// After a majority took the key: write the token back, then check the validity left.
+void write_back(const std::shared_ptr<const RedlockSpec>& spec, std::string owner, std::uint64_t token,
+                BootClock::time_point sent, std::function<void(RedlockTry)> report) {
+  const std::size_t q = spec->nodes.quorum();
+  auto confirmed = [](const NodeReplies& replies) {
+    return static_cast<std::size_t>(std::count_if(replies.begin(), replies.end(), [](const auto& r) {
+      return r && r->ok() && (*r)->is_integer() && (*r)->integer() == 1;
+    }));
+  };
+  fan_out(
+      spec->nodes, scripts::redlock_fence, {spec->key + ":fence"}, {std::to_string(token)},
+      [q, confirmed](const NodeReplies& replies) {
+        const auto pending = std::count_if(replies.begin(), replies.end(), [](const auto& r) { return !r; });
+        return confirmed(replies) >= q || confirmed(replies) + static_cast<std::size_t>(pending) < q;
+      },
+      [spec, owner = std::move(owner), token, sent, q, confirmed, report = std::move(report)](NodeReplies replies) {
+        RedlockTry t;
+        const LeaseTiming timing = LeaseTiming::from(spec->lease);
+        const auto now = BootClock::now();
+        if (confirmed(replies) < q) {
+          redlock_release_everywhere(*spec, owner);
+          t.error = Error(errc::connection, "acquiring " + what(*spec) + ": the fencing token reached fewer than " +
+                                                std::to_string(q) + " nodes (" + describe_failures(spec->nodes, replies) +
+                                                ")");
+          return report(std::move(t));
+        }
+        if (now >= timing.validity_from(sent)) {
+          redlock_release_everywhere(*spec, owner);
+          const auto took = std::chrono::duration_cast<milliseconds>(now - sent);
+          t.error = Error(errc::timeout, "acquiring " + what(*spec) + " took " + std::to_string(took.count()) +
+                                             " ms: no validity left of a " + std::to_string(spec->lease.ttl.count()) +
+                                             " ms TTL (the TTL is too short for these nodes' latency)");
+          return report(std::move(t));
+        }
+        const std::shared_ptr<ClientCore>& home = spec->nodes.cores.front();
+        auto rec = std::make_shared<LeaseRecord>(home, spec->name, owner, FencingToken{token},
+                                                 redlock_hold(*spec, token), spec->lease, sent);
+        if (home->is_shut_down()) {
+          redlock_release_everywhere(*spec, owner);
+          t.error = Error(errc::shutdown, "client is shut down");
+          return report(std::move(t));
+        }
+        // The watchdog lives on the first node's loop thread: schedule there, then hand over.
+        home->post([rec, report]() mutable {
+          rec->core->active_leases_.fetch_add(1);
+          rec->core->renewals().add(rec);
+          RedlockTry ok;
+          ok.kind = RedlockTry::Kind::acquired;
+          ok.lease = std::move(rec);
+          report(std::move(ok));
+        });
+      });
+}
+
+}  // namespace
+
+std::shared_ptr<const HoldScripts> redlock_hold(const RedlockSpec& spec, std::uint64_t token) {
+  auto h = std::make_shared<HoldScripts>();
+  h->renew = &scripts::redlock_renew;
+  h->renew_keys = {spec.key, spec.key + ":rel", spec.key + ":fence"};
+  h->renew_extra = {std::to_string(token)};
+  h->release = &scripts::redlock_release;
+  h->release_keys = {spec.key, spec.key + ":rel"};
+  h->release_extra = {spec.key + ":ch", std::to_string(release_marker_ttl.count())};
+  h->fanout = spec.fanout;
+  return h;
+}
+
+void redlock_release_everywhere(const RedlockSpec& spec, const std::string& owner) {
+  fan_out(spec.nodes, scripts::redlock_release, {spec.key, spec.key + ":rel"},
+          {owner, spec.key + ":ch", std::to_string(release_marker_ttl.count())},
+          [](const NodeReplies&) { return false; }, [](NodeReplies) {});
+}
+
+void redlock_try(const std::shared_ptr<const RedlockSpec>& spec, std::function<void(RedlockTry)> report) {
+  const std::size_t n = spec->nodes.size();
+  const std::size_t q = spec->nodes.quorum();
+  std::string owner = spec->nodes.cores.front()->new_owner_token();
+  const auto sent = BootClock::now();
+  const std::uint64_t hint = spec->max_token->load();
+  fan_out(
+      spec->nodes, scripts::redlock_acquire, {spec->key, spec->key + ":fence"},
+      {owner, std::to_string(spec->lease.ttl.count()), std::to_string(hint)},
+      [q](const NodeReplies& replies) {
+        const std::size_t taken = count(replies, NodeVerdict::taken);
+        return taken >= q || taken + count(replies, NodeVerdict::pending) < q;
+      },
+      [spec, owner, sent, n, q, report = std::move(report)](NodeReplies replies) mutable {
+        if (count(replies, NodeVerdict::taken) >= q) {
+          // The token: the maximum over the nodes that granted the lock.
+          std::uint64_t token = 0;
+          for (const auto& r : replies) {
+            if (verdict_of(r) == NodeVerdict::taken) token = std::max<std::uint64_t>(token, r->value()[1].integer());
+          }
+          std::uint64_t seen = spec->max_token->load();
+          while (seen < token && !spec->max_token->compare_exchange_weak(seen, token)) {
+          }
+          return write_back(spec, std::move(owner), token, sent, std::move(report));
+        }
+        // No majority: undo what this try took, everywhere at once (nodes that have not
+        // answered yet included: the release queues behind the acquire on their connection).
+        redlock_release_everywhere(*spec, owner);
+        RedlockTry t;
+        const std::size_t failed = count(replies, NodeVerdict::failed);
+        const std::size_t wrong = count(replies, NodeVerdict::wrong_type);
+        if (failed + wrong > n - q) {
+          errc code = wrong > 0 ? errc::wrong_type : errc::connection;
+          std::string detail = describe_failures(spec->nodes, replies);
+          for (std::size_t i = 0; i < n; ++i) {
+            const auto v = verdict_of(replies[i]);
+            if (v == NodeVerdict::failed && wrong == 0 && replies[i] && !replies[i]->ok()) {
+              code = static_cast<errc>(replies[i]->code().value());
+              break;
+            }
+            if (v == NodeVerdict::wrong_type) {
+              if (!detail.empty()) detail += "; ";
+              detail += "node " + spec->nodes.display(i) + ": key '" + spec->key + "' holds a " + replies[i]->value()[1].str();
+            }
+          }
+          t.error = Error(code, "acquiring " + what(*spec) + ": " + std::to_string(failed + wrong) + " of " +
+                                    std::to_string(n) + " nodes failed, so no majority of " + std::to_string(q) +
+                                    " can be reached (" + detail + ")");
+          return report(std::move(t));
+        }
+        t.kind = RedlockTry::Kind::busy;
+        for (const auto& r : replies) {
+          if (verdict_of(r) != NodeVerdict::busy) continue;
+          const long long pttl = r->value()[1].integer();
+          if (pttl >= 0 && (!t.holder_ttl || milliseconds(pttl) < *t.holder_ttl)) t.holder_ttl = milliseconds(pttl);
+        }
+        // Taken on some nodes but not a majority: a split vote with another contender.
+        t.split = count(replies, NodeVerdict::taken) > 0;
+        report(std::move(t));
+      });
+}
+
+}  // namespace dlock::detail

@@ -1,0 +1,493 @@
+// Integration tests of dlock::Redlock against 5 real, independent redis-server processes.
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <string>
+#include <system_error>
+#include <thread>
+#include <vector>
+
+#include "dlock/dlock.hpp"
+#include "dlock/redlock.hpp"
+#include "scripts/script.hpp"
+#include "support/lock_helpers.hpp"
+#include "support/process.hpp"
+#include "support/server_group.hpp"
+#include "support/wait.hpp"
+
+namespace dlock::detail::scripts {
+extern const Script redlock_renew;
+}  // namespace dlock::detail::scripts
+
+namespace {
+
+using namespace std::chrono_literals;
+using dlock::test::eventually;
+using dlock::test::key_of;
+using dlock::test::LossProbe;
+using dlock::test::ms_since;
+using dlock::test::no_wait;
+using dlock::test::pointers;
+using dlock::test::scaled;
+using dlock::test::watchdog;
+using SteadyClock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+using Clients = std::vector<std::unique_ptr<dlock::Client>>;
+
+class RedlockTest : public ::testing::Test {
+ protected:
+  static constexpr std::size_t N = 5;
+
+  // Nodes come back quickly after a restart, and a stopped node is given up on in bounded time.
+  static dlock::ClientOptions options(milliseconds command_timeout = scaled(2000ms)) {
+    dlock::ClientOptions o;
+    o.command_timeout = command_timeout;
+    o.connect_timeout = command_timeout;
+    o.reconnect.initial = 10ms;
+    o.reconnect.max = 100ms;
+    return o;
+  }
+
+  std::string get(std::size_t node, const std::string& key) { return group.raw(node).cmd({"GET", key}); }
+
+  dlock::test::ServerGroup group{N};
+};
+
+TEST_F(RedlockTest, ValidatesItsArguments) {
+  Clients c = group.clients(options());
+  std::vector<dlock::Client*> p = pointers(c);
+  EXPECT_THROW(dlock::Redlock({}, "x"), std::system_error);
+  EXPECT_THROW(dlock::Redlock({p[0], p[1]}, "x"), std::system_error);          // even
+  EXPECT_THROW(dlock::Redlock({p[0], p[1], p[0]}, "x"), std::system_error);    // twice
+  EXPECT_THROW(dlock::Redlock({p[0], p[1], nullptr}, "x"), std::system_error);
+  EXPECT_THROW(dlock::Redlock(p, "a{b}"), std::system_error);
+  EXPECT_THROW(dlock::Redlock::connect("redis://127.0.0.1:1,redis://127.0.0.1:2"), std::system_error);
+  dlock::Redlock lock(p, "x");
+  EXPECT_EQ(lock.node_count(), 5u);
+  EXPECT_EQ(lock.quorum(), 3u);
+  EXPECT_EQ(lock.key(), key_of("x"));
+  auto from_urls = dlock::Redlock::connect(group.urls()[0] + "," + group.urls()[1] + " , " + group.urls()[2]);
+  EXPECT_EQ(from_urls.size(), 3u);
+}
+
+TEST_F(RedlockTest, TakesTheKeyOnEveryNodeAndReleasesEverywhere) {
+  Clients c = group.clients(options());
+  dlock::Redlock lock(pointers(c), "all", watchdog(10s));
+  dlock::Result<dlock::Lease> lease = lock.acquire(no_wait());
+  ASSERT_TRUE(lease.ok()) << lease.error().what();
+  // A majority at once; the others as their replies come in (the try does not wait for them).
+  auto holding = [&] {
+    std::size_t n = 0;
+    for (std::size_t i = 0; i < N; ++i) n += get(i, key_of("all")) == lease->owner() ? 1 : 0;
+    return n;
+  };
+  EXPECT_GE(holding(), 3u);
+  EXPECT_TRUE(eventually([&] { return holding() == N; }, scaled(1000ms)));
+  EXPECT_GT(lease->remaining(), 9000ms);
+  dlock::Redlock other(pointers(c), "all");
+  EXPECT_EQ(other.acquire(no_wait()).code(), dlock::errc::busy);
+  ASSERT_TRUE(lease->release().ok());
+  // Released on a majority when release() returns, on the others as their replies come in.
+  EXPECT_LE(holding(), 2u);
+  EXPECT_TRUE(eventually([&] { return holding() == 0; }, scaled(1000ms)));
+  // The standard adapters.
+  {
+    std::unique_lock lk(lock);
+    EXPECT_TRUE(lock.owns_lock());
+    EXPECT_FALSE(other.try_lock_for(50ms));
+  }
+  EXPECT_FALSE(lock.owns_lock());
+  EXPECT_FALSE(lock.lost());
+  EXPECT_TRUE(other.try_lock());
+  other.unlock();
+}
+
+// A renewal sets the key again on a node that lost it, but never after this owner released it
+// there, even where the release found the key already gone (a renewal crossing the release).
+TEST_F(RedlockTest, RenewalSetsAMissingKeyAgainButNeverResurrectsAReleasedOne) {
+  Clients c = group.clients(options());
+  dlock::Redlock lock(pointers(c), "resurrect", watchdog(10s));
+  dlock::Result<dlock::Lease> lease = lock.acquire(no_wait());
+  ASSERT_TRUE(lease.ok()) << lease.error().what();
+  const std::string key = key_of("resurrect");
+  const std::string token = std::to_string(lease->token().value);
+  auto renew_on = [&](std::size_t node) {
+    const auto& s = dlock::detail::scripts::redlock_renew;
+    return group.raw(node).cmd({"EVAL", s.source, "3", key, key + ":rel", key + ":fence", lease->owner(), "10000", token});
+  };
+  // Every node took it (the try returned once a majority had).
+  for (std::size_t i = 0; i < N; ++i) {
+    ASSERT_TRUE(eventually([&] { return get(i, key) == lease->owner(); }, scaled(1000ms))) << "node " << i;
+  }
+  ASSERT_EQ(group.raw(1).cmd_int({"DEL", key}), 1);
+  EXPECT_EQ(renew_on(1), "3");  // gone: set again
+  EXPECT_EQ(get(1, key), lease->owner());
+  ASSERT_EQ(group.raw(2).cmd_int({"DEL", key}), 1);  // lost on node 2 just before the release
+  ASSERT_TRUE(lease->release().ok());  // returns once a majority released
+  for (std::size_t i = 0; i < N; ++i) {
+    ASSERT_TRUE(eventually([&] { return get(i, key) == "(nil)"; }, scaled(1000ms))) << "node " << i;
+  }
+  for (std::size_t i = 0; i < N; ++i) {
+    EXPECT_EQ(renew_on(i), "0") << "node " << i;  // a renewal that crossed the release
+    EXPECT_EQ(get(i, key), "(nil)") << "node " << i;
+  }
+}
+
+TEST_F(RedlockTest, ExtendSetsTheNewTtlOnEveryNode) {
+  Clients c = group.clients(options());
+  dlock::Redlock lock(pointers(c), "extend", watchdog(3000ms));
+  dlock::Result<dlock::Lease> lease = lock.acquire(no_wait());
+  ASSERT_TRUE(lease.ok()) << lease.error().what();
+  ASSERT_TRUE(lease->extend(60000ms).ok());
+  // A majority has the new TTL when extend() returns, every node soon after.
+  auto extended = [&] {
+    std::size_t n = 0;
+    for (std::size_t i = 0; i < N; ++i) n += group.raw(i).cmd_int({"PTTL", key_of("extend")}) > 50000 ? 1 : 0;
+    return n;
+  };
+  EXPECT_GE(extended(), 3u);
+  EXPECT_TRUE(eventually([&] { return extended() == N; }, scaled(1000ms)));
+  EXPECT_GT(lease->remaining(), 50000ms);
+  EXPECT_EQ(lease->extend(0ms).code(), dlock::errc::invalid_argument);
+  // Taken over on a majority: extend() says so, and the lease is lost.
+  for (std::size_t i : {0, 1, 2}) ASSERT_EQ(group.raw(i).cmd({"SET", key_of("extend"), "foreign"}), "OK");
+  EXPECT_EQ(lease->extend(60000ms).code(), dlock::errc::not_owner);
+  EXPECT_TRUE(eventually([&] { return lease->lost(); }, scaled(1000ms)));
+}
+
+TEST_F(RedlockTest, MutualExclusionAcrossThreads) {
+  Clients c = group.clients(options());
+  dlock::Redlock lock(pointers(c), "threads", watchdog(10s));
+  std::atomic<int> inside{0};
+  std::atomic<bool> overlap{false};
+  std::mutex mu;
+  std::vector<std::uint64_t> tokens;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 10; ++i) {
+        std::lock_guard guard(lock);
+        if (inside.fetch_add(1) != 0) overlap = true;
+        {
+          std::lock_guard g(mu);
+          tokens.push_back(lock.fencing_token().value);
+        }
+        std::this_thread::sleep_for(1ms);
+        inside.fetch_sub(1);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_FALSE(overlap.load());
+  ASSERT_EQ(tokens.size(), 40u);
+  for (std::size_t i = 1; i < tokens.size(); ++i) EXPECT_GT(tokens[i], tokens[i - 1]) << "hold " << i;
+}
+
+TEST_F(RedlockTest, MutualExclusionAcrossProcesses) {
+  const std::vector<std::string> urls = group.urls();
+  auto worker = [urls] {
+    std::string list;
+    for (const auto& u : urls) list += (list.empty() ? "" : ",") + u;
+    auto clients = dlock::Redlock::connect(list);
+    for (auto& c : clients) {
+      if (!c->ping().ok()) return 2;
+    }
+    dlock::Redlock lock(pointers(clients), "procs", watchdog(10s));
+    std::uint64_t last = 0;
+    for (int i = 0; i < 15; ++i) {
+      std::lock_guard guard(lock);
+      if (lock.fencing_token().value <= last) return 3;
+      last = lock.fencing_token().value;
+      // A read-modify-write that loses updates unless the holds exclude each other.
+      auto v = clients[0]->command({"GET", "counter"});
+      if (!v.ok()) return 4;
+      const long long n = v->is_nil() ? 0 : v->as_integer().value_or(-1000);
+      std::this_thread::sleep_for(2ms);
+      if (!clients[0]->command({"SET", "counter", std::to_string(n + 1)}).ok()) return 5;
+    }
+    return 0;
+  };
+  dlock::test::ChildProcess a(worker), b(worker);
+  EXPECT_EQ(a.wait(), 0);
+  EXPECT_EQ(b.wait(), 0);
+  EXPECT_EQ(get(0, "counter"), "30");
+}
+
+TEST_F(RedlockTest, TwoOfFiveDownStillWorks) {
+  Clients c = group.clients(options());
+  group.server(1).kill();
+  group.server(3).kill();
+  LossProbe probe;
+  dlock::LeaseOptions lo = watchdog(1000ms);
+  probe.attach(lo);
+  dlock::Redlock lock(pointers(c), "two-down", lo);
+  dlock::Result<dlock::Lease> lease = lock.acquire(no_wait());
+  ASSERT_TRUE(lease.ok()) << lease.error().what();
+  for (std::size_t i : {0, 2, 4}) EXPECT_EQ(get(i, key_of("two-down")), lease->owner());
+  // The watchdog keeps it on the 3 live nodes well past its TTL.
+  std::this_thread::sleep_for(2500ms);
+  EXPECT_TRUE(lease->held());
+  EXPECT_EQ(probe.calls.load(), 0);
+  for (std::size_t i : {0, 2, 4}) EXPECT_EQ(get(i, key_of("two-down")), lease->owner());
+  dlock::Redlock other(pointers(c), "two-down");
+  EXPECT_EQ(other.acquire(no_wait()).code(), dlock::errc::busy);
+  ASSERT_TRUE(lease->release().ok());
+  for (std::size_t i : {0, 2, 4}) EXPECT_EQ(get(i, key_of("two-down")), "(nil)");
+}
+
+TEST_F(RedlockTest, ThreeOfFiveDownFailsCleanly) {
+  Clients c = group.clients(options());
+  std::vector<std::string> down;
+  for (std::size_t i : {0, 2, 4}) {
+    down.push_back(std::to_string(group.server(i).port()));
+    group.server(i).kill();
+  }
+  dlock::Redlock lock(pointers(c), "three-down");
+  dlock::WaitOptions w;
+  w.timeout = 5000ms;
+  const auto t0 = SteadyClock::now();
+  dlock::Result<dlock::Lease> r = lock.acquire(w);
+  ASSERT_FALSE(r.ok());
+  // Fails at once, without waiting out the timeout: no majority can be reached.
+  EXPECT_LT(ms_since(t0), scaled(1500ms));
+  EXPECT_EQ(r.code(), dlock::errc::connection);
+  const std::string msg = r.error().what();
+  EXPECT_NE(msg.find("3 of 5 nodes failed"), std::string::npos) << msg;
+  for (const auto& port : down) EXPECT_NE(msg.find(":" + port), std::string::npos) << msg;
+  // What the try took on the live nodes is given back (sent before acquire() returned).
+  for (std::size_t i : {1, 3}) {
+    EXPECT_TRUE(eventually([&] { return get(i, key_of("three-down")) == "(nil)"; }, scaled(1000ms))) << "node " << i;
+  }
+  EXPECT_THROW(lock.try_lock(), std::system_error);
+  EXPECT_THROW(lock.lock(), std::system_error);
+}
+
+TEST_F(RedlockTest, ParallelAcquisitionDoesNotWaitForStoppedNodes) {
+  const milliseconds node_timeout = scaled(1500ms);
+  Clients c = group.clients(options(node_timeout));
+  dlock::Redlock lock(pointers(c), "parallel", watchdog(10s));
+  group.server(1).pause();
+  group.server(3).pause();
+  // Asked one after the other, the stopped nodes would cost a full per-node timeout each.
+  auto t0 = SteadyClock::now();
+  dlock::Result<dlock::Lease> lease = lock.acquire(no_wait());
+  const milliseconds took = ms_since(t0);
+  ASSERT_TRUE(lease.ok()) << lease.error().what();
+  EXPECT_LT(took, node_timeout / 3);
+  for (std::size_t i : {0, 2, 4}) EXPECT_EQ(get(i, key_of("parallel")), lease->owner());
+  t0 = SteadyClock::now();
+  ASSERT_TRUE(lease->release().ok());
+  EXPECT_LT(ms_since(t0), node_timeout / 3);
+
+  // With a third node stopped no majority is left: the try ends after the per-node timeout.
+  group.server(2).pause();
+  t0 = SteadyClock::now();
+  dlock::Result<dlock::Lease> none = lock.acquire(no_wait());
+  const milliseconds failed_after = ms_since(t0);
+  ASSERT_FALSE(none.ok());
+  EXPECT_TRUE(none.code() == dlock::errc::timeout || none.code() == dlock::errc::connection) << none.error().what();
+  EXPECT_GE(failed_after, node_timeout * 8 / 10);
+  EXPECT_LT(failed_after, node_timeout + scaled(2000ms));
+  for (std::size_t i : {1, 2, 3}) group.server(i).resume();
+}
+
+TEST_F(RedlockTest, WaiterWokenByReleaseOnAnyNode) {
+  Clients c = group.clients(options());
+  group.server(0).kill();  // no notification can come from the first node
+  dlock::Redlock holder(pointers(c), "wake", watchdog(30s));
+  dlock::Result<dlock::Lease> held = holder.acquire(no_wait());
+  ASSERT_TRUE(held.ok()) << held.error().what();
+  dlock::Redlock waiter(pointers(c), "wake", watchdog(30s));
+  std::atomic<bool> got{false};
+  SteadyClock::time_point got_at{};
+  std::thread t([&] {
+    dlock::WaitOptions w;
+    w.timeout = 20000ms;
+    w.recheck_interval = 30000ms;  // only a notification can end the wait in time
+    dlock::Result<dlock::Lease> r = waiter.acquire(w);
+    got_at = SteadyClock::now();
+    got = r.ok();
+  });
+  std::this_thread::sleep_for(300ms);  // the waiter is subscribed and asleep
+  const auto released_at = SteadyClock::now();
+  ASSERT_TRUE(held->release().ok());
+  t.join();
+  EXPECT_TRUE(got.load());
+  EXPECT_LT(std::chrono::duration_cast<milliseconds>(got_at - released_at), scaled(1000ms));
+}
+
+// The operating rule: a node that restarts empty stays out for the maximum lease. Meanwhile the
+// holder's renewals set its key on every other live node, so exclusion holds.
+TEST_F(RedlockTest, EmptyRestartKeptOutForTheLeaseKeepsExclusion) {
+  const milliseconds ttl = 1500ms;
+  Clients a_clients = group.clients(options());
+  group.server(3).kill();
+  group.server(4).kill();
+  LossProbe probe;
+  dlock::LeaseOptions lo = watchdog(ttl);
+  probe.attach(lo);
+  dlock::Redlock a(pointers(a_clients), "kept-out", lo);
+  dlock::Result<dlock::Lease> lease = a.acquire(no_wait());
+  ASSERT_TRUE(lease.ok()) << lease.error().what();  // on nodes 0, 1, 2: a bare majority
+
+  group.server(2).kill();  // crashes, loses A's key...
+  group.server(3).start();  // ...while the other two come back (empty)
+  group.server(4).start();
+  std::this_thread::sleep_for(ttl);  // node 2 kept out for the maximum lease
+  Clients b_clients = group.clients(options());
+  dlock::Redlock b(pointers(b_clients), "kept-out");
+  EXPECT_EQ(b.acquire(no_wait()).code(), dlock::errc::busy);
+  group.restart_empty(2);  // back, empty
+  EXPECT_EQ(b.acquire(no_wait()).code(), dlock::errc::busy);
+  EXPECT_TRUE(lease->held());
+  EXPECT_EQ(probe.calls.load(), 0);
+  for (std::size_t i : {0, 1, 3, 4}) EXPECT_EQ(get(i, key_of("kept-out")), lease->owner()) << "node " << i;
+  // The next renewal sets the key on node 2 again.
+  EXPECT_TRUE(eventually([&] { return get(2, key_of("kept-out")) == lease->owner(); }, ttl / 3 + scaled(1000ms)));
+}
+
+// Without the rule exclusion can break, and the old holder learns it at its next renewal.
+TEST_F(RedlockTest, ImmediateEmptyRestartCanBreakExclusionAndTheOldHolderIsTold) {
+  const milliseconds ttl = 3000ms;
+  const milliseconds renew = 1000ms;
+  Clients a_clients = group.clients(options());
+  group.server(3).kill();
+  group.server(4).kill();
+  LossProbe probe;
+  dlock::LeaseOptions lo = watchdog(ttl);
+  lo.renew_interval = renew;
+  probe.attach(lo);
+  dlock::Redlock a(pointers(a_clients), "unsafe", lo);
+  dlock::Result<dlock::Lease> a_lease = a.acquire(no_wait());
+  ASSERT_TRUE(a_lease.ok()) << a_lease.error().what();  // nodes 0, 1, 2
+
+  group.restart_empty(2);  // at once: A's key on node 2 is gone
+  group.server(3).start();
+  group.server(4).start();
+  Clients b_clients = group.clients(options());
+  dlock::Redlock b(pointers(b_clients), "unsafe", watchdog(ttl));
+  dlock::Result<dlock::Lease> b_lease = b.acquire(no_wait());
+  const auto b_at = SteadyClock::now();
+  if (b_lease.ok()) {
+    // Exclusion broke: B holds nodes 2, 3, 4 while A still holds 0 and 1.
+    for (std::size_t i : {2, 3, 4}) EXPECT_EQ(get(i, key_of("unsafe")), b_lease->owner());
+    ASSERT_TRUE(eventually([&] { return probe.calls.load() == 1; }, renew + scaled(1500ms)))
+        << "A was never told";
+    EXPECT_LE(ms_since(b_at), renew + scaled(1500ms));
+    EXPECT_EQ(probe.reason.load(), static_cast<int>(dlock::LossReason::taken));
+    EXPECT_TRUE(a_lease->lost());
+    EXPECT_EQ(a_lease->release().code(), dlock::errc::lock_lost);
+    EXPECT_TRUE(b_lease->held());
+  } else {
+    // A's renewal reached the empty nodes first and set its key there again: B is kept out.
+    EXPECT_EQ(b_lease.code(), dlock::errc::busy) << b_lease.error().what();
+    std::size_t a_nodes = 0;
+    for (std::size_t i = 0; i < N; ++i) a_nodes += get(i, key_of("unsafe")) == a_lease->owner() ? 1 : 0;
+    EXPECT_GE(a_nodes, 3u);
+    EXPECT_TRUE(a_lease->held());
+  }
+}
+
+// Tokens increase across holders as redlock.hpp guarantees: the previous holder's write-back
+// reached a majority W, and the next holder's majority meets W in a node that kept its counter.
+TEST_F(RedlockTest, FencingTokensIncreaseAcrossHoldersDespiteEmptyRestarts) {
+  Clients c = group.clients(options());
+  // An attempt that cannot reach a node fails that node at once (waits do not ride out
+  // outages): after restarts, let the Clients reconnect first.
+  auto reconnected = [&] {
+    for (std::size_t i = 0; i < N; ++i) {
+      if (group.server(i).running() && !c[i]->ping(scaled(5000ms)).ok()) return false;
+    }
+    return true;
+  };
+  dlock::WaitOptions w;
+  w.timeout = scaled(5000ms);
+  // Each holder is a fresh object (no hint from earlier holds): only the nodes carry the order.
+  auto next_token = [&] {
+    dlock::Redlock holder(pointers(c), "fence");
+    dlock::Result<dlock::Lease> l = holder.acquire(w);
+    if (!l.ok()) ADD_FAILURE() << l.error().what();
+    return l.ok() ? l->token().value : 0;
+  };
+
+  // Node 0's counter is ahead (it granted holds the others did not see). With nodes 3 and 4
+  // down the first majority is 0, 1, 2, and the token the maximum of theirs.
+  ASSERT_EQ(group.raw(0).cmd({"SET", key_of("fence") + ":fence", "100"}), "OK");
+  group.server(3).kill();
+  group.server(4).kill();
+  std::uint64_t prev = next_token();
+  EXPECT_EQ(prev, 101u);
+
+  // Nodes 3 and 4 come back with no counter, node 0 goes down: only the write-back of 101 to
+  // nodes 1 and 2 carries the order to the next majority (without it: a token of 2).
+  group.server(3).start();
+  group.server(4).start();
+  group.server(0).kill();
+  ASSERT_TRUE(reconnected());
+  std::uint64_t t = next_token();
+  EXPECT_GT(t, prev);
+  prev = t;
+
+  // Two nodes restart empty at once (node 0, which was down, and node 1): the write-back to
+  // nodes 1-4 leaves 2, 3 and 4 in every majority's reach.
+  group.restart_empty(0);
+  group.restart_empty(1);
+  ASSERT_TRUE(reconnected());
+  t = next_token();
+  EXPECT_GT(t, prev);
+  prev = t;
+
+  // Then one node after another restarts empty between holders.
+  for (std::size_t round = 0; round < N; ++round) {
+    group.restart_empty(round);
+    ASSERT_TRUE(reconnected());
+    t = next_token();
+    EXPECT_GT(t, prev) << "round " << round;
+    prev = t;
+  }
+}
+
+TEST_F(RedlockTest, LossReportedWhenAMajorityIsTakenOver) {
+  const milliseconds ttl = 1500ms;
+  Clients c = group.clients(options());
+  LossProbe probe;
+  dlock::LeaseOptions lo = watchdog(ttl);
+  probe.attach(lo);
+  dlock::Redlock lock(pointers(c), "taken", lo);
+  dlock::Result<dlock::Lease> lease = lock.acquire(no_wait());
+  ASSERT_TRUE(lease.ok()) << lease.error().what();
+  // A minority overwritten behind its back: still a majority, still held.
+  for (std::size_t i : {0, 1}) ASSERT_EQ(group.raw(i).cmd({"SET", key_of("taken"), "foreign", "PX", "60000"}), "OK");
+  std::this_thread::sleep_for(ttl);
+  EXPECT_TRUE(lease->held());
+  EXPECT_EQ(probe.calls.load(), 0);
+  // A majority: the next renewal reports it.
+  ASSERT_EQ(group.raw(2).cmd({"SET", key_of("taken"), "foreign", "PX", "60000"}), "OK");
+  EXPECT_TRUE(eventually([&] { return probe.calls.load() == 1; }, ttl / 3 + scaled(1000ms)));
+  EXPECT_EQ(probe.reason.load(), static_cast<int>(dlock::LossReason::taken));
+  EXPECT_EQ(lease->release().code(), dlock::errc::lock_lost);
+  EXPECT_EQ(probe.calls.load(), 1);
+}
+
+TEST_F(RedlockTest, LossReportedWhenAMajorityIsUnreachable) {
+  const milliseconds ttl = 1500ms;
+  Clients c = group.clients(options());
+  LossProbe probe;
+  dlock::LeaseOptions lo = watchdog(ttl);
+  probe.attach(lo);
+  dlock::Redlock lock(pointers(c), "gone", lo);
+  dlock::Result<dlock::Lease> lease = lock.acquire(no_wait());
+  ASSERT_TRUE(lease.ok()) << lease.error().what();
+  const auto t0 = SteadyClock::now();
+  for (std::size_t i : {0, 2, 3}) group.server(i).kill();
+  EXPECT_TRUE(eventually([&] { return probe.calls.load() == 1; }, ttl + scaled(1500ms)));
+  EXPECT_EQ(probe.reason.load(), static_cast<int>(dlock::LossReason::expired));
+  EXPECT_TRUE(lease->lost());
+  // Not before its validity could have run out: the last renewal was at most ttl/3 before.
+  EXPECT_GE(ms_since(t0), ttl * 2 / 3 - 50ms);
+}
+
+}  // namespace
