@@ -137,6 +137,7 @@ std::string errc_name(std::error_code ec) {
     case dlock::errc::shutdown: return "shutdown";
     case dlock::errc::called_from_event_loop: return "called_from_event_loop";
     case dlock::errc::overloaded: return "overloaded";
+    case dlock::errc::not_replicated: return "not_replicated";
   }
   return "errc_" + std::to_string(ec.value());
 }
