@@ -61,6 +61,8 @@ class ClientCore : public std::enable_shared_from_this<ClientCore>, public Conne
   // (notify-keyspace-events has K and g, x or A): waiters then also listen to their key's
   // keyspace channel, so a foreign release or an expiry wakes them at once.
   bool keyspace_events() const noexcept { return keyspace_events_.load(); }
+  // True on a Redis Cluster: keys in different slots cannot share a script (MultiLock).
+  bool cluster_mode() const noexcept { return cluster_mode_; }
   // Key of a lock named `name`: prefix + "{" + name + "}".
   std::string lock_key(const std::string& name) const { return options_.key_prefix + "{" + name + "}"; }
 
@@ -100,6 +102,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore>, public Conne
   std::atomic<std::thread::id> loop_thread_id_{};
   std::atomic<bool> shut_down_{false};
   std::atomic<bool> keyspace_events_{false};
+  bool cluster_mode_ = false;
 
   std::vector<std::shared_ptr<Connection>> connections_;
   std::size_t next_connection_ = 0;
