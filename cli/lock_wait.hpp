@@ -1,6 +1,7 @@
-// lock_wait.hpp — waiting for a lock of any kind (lock_target.hpp) the way the CLI does: interruptible by SIGINT, SIGTERM
-// and SIGHUP (the wait is cancelled through a std::stop_token and no lock is left behind),
-// with a status line on a terminal (or with -v) saying who holds the lock and for how long.
+// lock_wait.hpp — waiting for a lock of any kind (lock_target.hpp) the way the CLI does:
+// interruptible by SIGINT, SIGTERM and SIGHUP (the wait is cancelled through a std::stop_token
+// and no lock is left behind), with a status line on a terminal (or with -v) saying who holds
+// the lock and for how long (read with dlock::inspect, so it works for every kind).
 #pragma once
 
 #include <chrono>
