@@ -400,6 +400,7 @@ class CliTest : public ::testing::Test {
 
   std::string path(const std::string& file) const { return dir_ + "/" + file; }
   ChildProcess& background_process(std::size_t i) { return background_.at(i)->process(); }
+  std::string background_err(std::size_t i) const { return background_.at(i)->err(); }
   static std::string key(const std::string& name) { return "dlock:{" + name + "}"; }
   static std::string foreign_token() { return "0123456789abcdef0123456789abcdef@otherhost:4242:1700000000000"; }
   void hold_foreign(const std::string& name, int ttl_ms = 30000) {
@@ -945,7 +946,15 @@ TEST_F(CliTest, EveryJsonOutputParses) {
 
 // ------------------------------------------------------------------------ lock kinds (#4)
 
-// Both runs write their kind into a file, then wait to be stopped; returns their file's text.
+// Upper bounds on waits, stretched by DLOCK_TEST_TIME_SCALE (sanitizer builds start every dlock
+// process instrumented, and the machine may be loaded).
+milliseconds scaled(milliseconds d) {
+  const char* s = std::getenv("DLOCK_TEST_TIME_SCALE");
+  const double f = s != nullptr ? std::atof(s) : 1.0;
+  return milliseconds(static_cast<long long>(static_cast<double>(d.count()) * std::max(1.0, f)));
+}
+
+// The text of `file` once a background command wrote it (empty if it did not in time).
 std::string wait_for_text(const std::string& file, milliseconds timeout) {
   std::string text;
   eventually([&] { return !(text = read_file(file)).empty(); }, timeout);
@@ -959,8 +968,8 @@ TEST_F(CliTest, RunReadersShareARwLockAndExcludeWriters) {
     background({"run", "--read", "--ttl", "1s", "--grace", "200ms", "rw", "--",
                 "sh", "-c", std::string("echo $DLOCK_KIND > ") + path(n) + "; while :; do sleep 0.05; done"});
   }
-  EXPECT_EQ(wait_for_text(path("r1"), 5s), "rw\n");
-  EXPECT_EQ(wait_for_text(path("r2"), 5s), "rw\n");
+  EXPECT_EQ(wait_for_text(path("r1"), scaled(5s)), "rw\n") << background_err(0);
+  EXPECT_EQ(wait_for_text(path("r2"), scaled(5s)), "rw\n") << background_err(1);
   auto status = dlock({"--json", "status", "rw"});
   ASSERT_EQ(status.exit_code, 0) << describe(status);
   auto j = parse_json(status.out, "status rw");
@@ -988,7 +997,7 @@ TEST_F(CliTest, RunReadersShareARwLockAndExcludeWriters) {
   EXPECT_EQ(u["removed_holders"].items.size(), 2u);
   // Readers do not listen for revocation: they learn at their next renewal (every ~330 ms).
   for (std::size_t i = 0; i < 2; ++i) {
-    auto code = background_process(i).wait_for(5s);
+    auto code = background_process(i).wait_for(scaled(5s));
     ASSERT_TRUE(code.has_value()) << "a revoked reader kept running";
     EXPECT_EQ(*code, 70);
   }
@@ -1002,8 +1011,8 @@ TEST_F(CliTest, RunSemaphorePermitsIsItsSize) {
     background({"run", "--permits", "2", "--ttl", "1s", "--grace", "200ms", "sem", "--",
                 "sh", "-c", std::string("echo $DLOCK_KIND > ") + path(n) + "; while :; do sleep 0.05; done"});
   }
-  EXPECT_EQ(wait_for_text(path("p1"), 5s), "semaphore\n");
-  EXPECT_EQ(wait_for_text(path("p2"), 5s), "semaphore\n");
+  EXPECT_EQ(wait_for_text(path("p1"), scaled(5s)), "semaphore\n") << background_err(0);
+  EXPECT_EQ(wait_for_text(path("p2"), scaled(5s)), "semaphore\n") << background_err(1);
   auto j = parse_json(dlock({"--json", "status", "sem"}).out, "status sem");
   EXPECT_EQ(j["kind"].str(), "semaphore");
   EXPECT_EQ(j["permits_limit"].integer(), 2);
@@ -1035,7 +1044,7 @@ TEST_F(CliTest, RunSemaphorePermitsIsItsSize) {
   EXPECT_EQ(unlocked["removed_holders"].items.size(), 2u);
   EXPECT_EQ(raw->cmd({"GET", key("sem") + ":limit"}), "4") << "the size survives a forced unlock";
   for (std::size_t i = 0; i < 2; ++i) {
-    auto code = background_process(i).wait_for(5s);
+    auto code = background_process(i).wait_for(scaled(5s));
     ASSERT_TRUE(code.has_value()) << "a revoked permit holder kept running";
     EXPECT_EQ(*code, 70);
   }
@@ -1046,7 +1055,7 @@ TEST_F(CliTest, RunSemaphorePermitsIsItsSize) {
 TEST_F(CliTest, RunReentrantHoldsTheHashLayoutAndStopsAtOnceWhenRevoked) {
   auto& bg = background({"run", "--kind", "reentrant", "--grace", "500ms", "re", "--",
                          "sh", "-c", "echo $DLOCK_FENCING_TOKEN > " + path("tok") + "; while :; do sleep 0.05; done"});
-  const std::string token = wait_for_text(path("tok"), 5s);
+  const std::string token = wait_for_text(path("tok"), scaled(5s));
   ASSERT_FALSE(token.empty()) << bg.err();
   EXPECT_EQ(raw->cmd({"TYPE", key("re")}), "hash");
   EXPECT_EQ(raw->cmd({"HGET", key("re"), ":fence"}) + "\n", token);
@@ -1058,14 +1067,14 @@ TEST_F(CliTest, RunReentrantHoldsTheHashLayoutAndStopsAtOnceWhenRevoked) {
   EXPECT_GT(j["holders"].items[0]["holder"]["pid"].integer(), 0) << "host and pid from the owner identity";
   EXPECT_EQ(dlock({"run", "re", "--no-wait", "--", "true"}).exit_code, 65) << "a mutex on a reentrant lock";
   EXPECT_EQ(dlock({"run", "--kind", "reentrant", "re", "--no-wait", "--", "true"}).exit_code, 75);
-  ASSERT_TRUE(eventually([&] { return subscribers("re") == 1; }, 5s)) << "the holder listens for revocation";
+  ASSERT_TRUE(eventually([&] { return subscribers("re") == 1; }, scaled(5s))) << "the holder listens for revocation";
 
   const auto t0 = SteadyClock::now();
   EXPECT_EQ(dlock({"unlock", "--force", "re"}).exit_code, 0);
-  auto code = bg.process().wait_for(5s);
+  auto code = bg.process().wait_for(scaled(5s));
   ASSERT_TRUE(code.has_value()) << bg.err();
   EXPECT_EQ(*code, 70);
-  EXPECT_LT(ms_since(t0), 2500ms);
+  EXPECT_LT(ms_since(t0), scaled(2500ms));
 }
 
 // Fair: status shows the queue head first; a forced unlock wakes the head, and the waiters run
@@ -1073,12 +1082,12 @@ TEST_F(CliTest, RunReentrantHoldsTheHashLayoutAndStopsAtOnceWhenRevoked) {
 TEST_F(CliTest, RunFairWaitersRunInOrderAndStatusShowsTheQueue) {
   auto& holder = background({"run", "--kind", "fair", "--grace", "500ms", "fq", "--",
                              "sh", "-c", "touch " + path("held") + "; while :; do sleep 0.05; done"});
-  ASSERT_TRUE(eventually([&] { return file_exists(path("held")); }, 5s)) << holder.err();
+  ASSERT_TRUE(eventually([&] { return file_exists(path("held")); }, scaled(5s))) << holder.err();
   auto queued = [&] { return parse_json(dlock({"--json", "status", "fq"}).out, "status fair")["queue"].items.size(); };
   background({"run", "--kind", "fair", "fq", "--wait", "30s", "--", "sh", "-c", "echo A >> " + path("order")});
-  ASSERT_TRUE(eventually([&] { return queued() == 1; }, 5s));
+  ASSERT_TRUE(eventually([&] { return queued() == 1; }, scaled(5s)));
   background({"run", "--kind", "fair", "fq", "--wait", "30s", "--", "sh", "-c", "echo B >> " + path("order")});
-  ASSERT_TRUE(eventually([&] { return queued() == 2; }, 5s));
+  ASSERT_TRUE(eventually([&] { return queued() == 2; }, scaled(5s)));
 
   auto j = parse_json(dlock({"--json", "status", "fq"}).out, "status fair queue");
   EXPECT_EQ(j["kind"].str(), "fair");
@@ -1091,8 +1100,8 @@ TEST_F(CliTest, RunFairWaitersRunInOrderAndStatusShowsTheQueue) {
   auto unlocked = parse_json(dlock({"--json", "unlock", "--force", "fq"}).out, "unlock fair");
   EXPECT_EQ(unlocked["kind"].str(), "fair");
   EXPECT_EQ(unlocked["woken_head"].str(), j["queue"].items[0]["id"].str());
-  ASSERT_TRUE(eventually([&] { return read_file(path("order")) == "A\nB\n"; }, 10s)) << read_file(path("order"));
-  auto code = holder.process().wait_for(5s);
+  ASSERT_TRUE(eventually([&] { return read_file(path("order")) == "A\nB\n"; }, scaled(10s))) << read_file(path("order"));
+  auto code = holder.process().wait_for(scaled(5s));
   ASSERT_TRUE(code.has_value());
   EXPECT_EQ(*code, 70);
 }
