@@ -92,9 +92,9 @@ struct LockInfo {
 
 // inspect(client, name)
 //
-// What lives under the lock `name` (see above). Blocks for two round trips (one script and
-// PUBSUB NUMSUB). Errors: invalid_argument (bad name), connection, timeout, auth, server.
-// Never writes.
+// What lives under the lock `name` (see above). Blocks for one round trip (the script and
+// PUBSUB NUMSUB are pipelined). Errors: invalid_argument (bad name), connection, timeout, auth,
+// server, called_from_event_loop, shutdown. Never writes.
 Result<LockInfo> inspect(Client& client, std::string_view name);
 
 // inspect(client, names): the same for many names, pipelined (every script is sent at once;
