@@ -1,5 +1,7 @@
 #include "dlock/lease.hpp"
 
+#include <atomic>
+
 #include "client_core.hpp"
 #include "renewal/lease_record.hpp"
 #include "scripts/script_call.hpp"
@@ -112,13 +114,26 @@ Result<void> extend_record(const std::shared_ptr<LeaseRecord>& rec, milliseconds
   }
   const std::vector<std::string> args = rec->renew_args(ttl);
   const auto sent = BootClock::now();
+  // Set on the loop thread when a watchdog renewal was sent while the extension was in flight:
+  // it carries the OLD TTL and, landing after the extension, cut the key's TTL back.
+  auto raced = std::make_shared<std::atomic<bool>>(false);
   Result<Reply> r = run_blocking(rec, *rec->scripts.renew, rec->scripts.renew_keys, args,
-                                 [rec, ttl, sent](const Result<Reply>& reply) {
+                                 [rec, ttl, sent, raced](const Result<Reply>& reply) {
                                    // On the loop thread, so the scheduler sees the new TTL in order.
                                    if (!reply.ok() || !reply->is_integer()) return;
-                                   if (reply->integer() == 1) rec->core->renewals().extended(rec, ttl, sent);
-                                   else rec->core->renewals().lose(rec, LossReason::taken);
+                                   if (reply->integer() != 1) return rec->core->renewals().lose(rec, LossReason::taken);
+                                   // Replies keep their order on a connection: a renewal still in
+                                   // flight now was sent after the extension.
+                                   raced->store(rec->renewal.renew_in_flight);
+                                   rec->core->renewals().extended(rec, ttl, sent);
                                  });
+  if (r.ok() && r->is_integer() && r->integer() == 1 && raced->load()) {
+    // Renew once more with the new TTL: sent after the racing renewal, it lands after it. Later
+    // renewals use the new TTL, so when extend() returns the key has it.
+    r = run_blocking(rec, *rec->scripts.renew, rec->scripts.renew_keys, args, [rec](const Result<Reply>& reply) {
+      if (reply.ok() && reply->is_integer() && reply->integer() == 0) rec->core->renewals().lose(rec, LossReason::taken);
+    });
+  }
   if (!r.ok()) return r.error();
   if (r->is_error()) return Error(detail::classify_error_reply(*r), describe(*rec) + ": " + r->str());
   if (!r->is_integer() || r->integer() != 1) {
