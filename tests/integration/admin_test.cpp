@@ -125,6 +125,10 @@ TEST_F(AdminTest, ListeningHoldersLearnOfTheRevocationAtOnce) {
   EXPECT_EQ(info.holders[0].token, std::optional<std::uint64_t>(take1->token().value));
   EXPECT_NE(info.holders[0].owner.find("admin-test"), std::string::npos) << info.holders[0].owner;
 
+  // The holders subscribe in the background: a revocation published before that is only found
+  // at the next renewal (20 s away).
+  auto listening = [&](const char* name) { return inspect_ok(*client, name).subscribers == 1; };
+  ASSERT_TRUE(eventually([&] { return listening("listening") && listening("listening-r"); }, scaled(3s)));
   const auto t0 = SteadyClock::now();
   auto r1 = dlock::force_unlock(*client, "listening");
   auto r2 = dlock::force_unlock(*client, "listening-r");
