@@ -1097,6 +1097,8 @@ TEST_F(CliTest, RunFairWaitersRunInOrderAndStatusShowsTheQueue) {
   auto text = dlock({"status", "fq"});
   EXPECT_NE(text.out.find("queue    1. host"), std::string::npos) << text.out;
 
+  // The holder listens for revocation (fair waiters listen on their own channels).
+  ASSERT_TRUE(eventually([&] { return subscribers("fq") == 1; }, scaled(5s))) << holder.err();
   auto unlocked = parse_json(dlock({"--json", "unlock", "--force", "fq"}).out, "unlock fair");
   EXPECT_EQ(unlocked["kind"].str(), "fair");
   EXPECT_EQ(unlocked["woken_head"].str(), j["queue"].items[0]["id"].str());
