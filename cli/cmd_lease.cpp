@@ -10,7 +10,6 @@
 
 #include "commands.hpp"
 #include "dlock/duration.hpp"
-#include "dlock/mutex.hpp"
 #include "lock_wait.hpp"
 #include "lua_scripts.hpp"
 
@@ -64,9 +63,21 @@ int wrong_type(Context& ctx, const std::string& key, const std::string& type) {
 }  // namespace
 
 int cmd_acquire(Context& ctx, const Args& args) {
-  static const std::vector<OptionSpec> specs = {{"--ttl", 0, true}, {"--wait", 0, true}, {"--no-wait", 0, false}};
+  static const std::vector<OptionSpec> specs = [] {
+    std::vector<OptionSpec> v = {{"--ttl", 0, true}, {"--wait", 0, true}, {"--no-wait", 0, false}};
+    v.insert(v.end(), lock_spec_options().begin(), lock_spec_options().end());
+    return v;
+  }();
   ParsedArgs a = ctx.parse(args, specs);
   const std::string name = name_argument(a);
+  // acquire leaves a lock behind for extend/release, which speak the Mutex protocol (the
+  // owner token in P{N}). The other kinds' holds are released and renewed by their own
+  // scripts, which belong to a running holder: use 'dlock run --kind ...' for them.
+  const LockSpec spec = parse_lock_spec(a);
+  if (spec.kind != Kind::mutex) {
+    throw UsageError(std::string("acquire takes mutex locks only (extend and release speak the mutex protocol); ") +
+                     "hold a " + kind_text(spec.kind) + " lock with 'dlock run --kind " + kind_text(spec.kind) + "'");
+  }
   if (a.positionals.size() > 1) throw UsageError("too many arguments");
   const auto ttl_text = a.last("--ttl");
   if (!ttl_text) throw UsageError("acquire needs --ttl DUR (the lock is not renewed)");
@@ -78,8 +89,8 @@ int cmd_acquire(Context& ctx, const Args& args) {
   dlock::LeaseOptions lo;
   lo.mode = dlock::LeaseMode::fixed_ttl;
   lo.ttl = ttl;
-  dlock::Mutex mutex(ctx.client(), name, lo);
-  WaitOutcome w = wait_for_lock(ctx, mutex, wait, signals);
+  LockTarget target(ctx.client(), name, spec, lo);
+  WaitOutcome w = wait_for_lock(ctx, target, wait, signals);
   if (w.signal != 0) {
     ctx.fail(128 + w.signal, "interrupted", "interrupted while waiting for lock '" + name + "'; nothing is held");
     return 128 + w.signal;
@@ -89,7 +100,7 @@ int cmd_acquire(Context& ctx, const Args& args) {
   const dlock::Lease& lease = *w.lease;
   if (ctx.json()) {
     Json j = ctx.begin_json();
-    j.field("name", name).field("key", mutex.key()).field("owner", lease.owner());
+    j.field("name", name).field("key", ctx.key(name)).field("kind", "mutex").field("owner", lease.owner());
     j.field("fencing_token", lease.token().value).field("ttl_ms", static_cast<long long>(ttl.count()));
     ctx.print_json(j);
   } else {

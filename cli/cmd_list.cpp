@@ -1,58 +1,91 @@
-// dlock list [PATTERN] and dlock leaks — both walk the prefix's lock keys with SCAN (never
-// KEYS) and inspect each page of keys in one pipelined round trip.
+// dlock list [PATTERN] and dlock leaks — both walk the prefix's keys with SCAN (never KEYS),
+// find the lock names among them, and inspect each name with dlock::inspect (any kind).
 #include <algorithm>
 #include <cstdio>
+#include <set>
 
 #include "commands.hpp"
-#include "owner_token.hpp"
+#include "dlock/admin.hpp"
+#include "lock_view.hpp"
 #include "redis_batch.hpp"
 
 namespace dlock::cli {
 
 namespace {
 
-struct LockEntry {
-  std::string name;
-  KeyInfo info;
-  std::optional<OwnerInfo> holder;
-};
+// The keys that make a name worth inspecting: the lock key itself, a semaphore's permits, a
+// FairLock's queue (waiters of a free lock) and a SharedMutex's readers. Counters (:fence),
+// markers (:rel, :released) and limits alone do not make a lock.
+bool names_a_lock(std::string_view suffix) {
+  return suffix.empty() || suffix == ":permits" || suffix == ":queue" || suffix == ":readers";
+}
 
-// Every lock key under the prefix whose name matches `glob`, inspected, sorted by name.
-dlock::Result<std::vector<LockEntry>> collect_locks(Context& ctx, const std::string& glob) {
-  std::vector<LockEntry> out;
-  auto scanned = scan_keys(ctx.client(), ctx.key_pattern(glob), [&](std::vector<std::string> keys) -> dlock::Result<void> {
-    // Companion keys (P{N}:fence, P{N}:rel) do not match P{*}, but a PATTERN could make them.
-    std::erase_if(keys, [&](const std::string& k) { return !ctx.name_of_key(k); });
-    if (keys.empty()) return {};
-    auto infos = inspect_keys(ctx.client(), keys);
-    if (!infos) return infos.error();
-    for (auto& info : *infos) {
-      if (info.type == "none") continue;  // released between SCAN and inspection
-      LockEntry e;
-      e.name = *ctx.name_of_key(info.key);
-      if (info.value) e.holder = parse_owner_token(*info.value);
-      e.info = std::move(info);
-      out.push_back(std::move(e));
+// Every lock under the prefix whose name matches `glob` and that is held, has waiters, or is a
+// key of another type under a lock's name; inspected, sorted by name.
+dlock::Result<std::vector<dlock::LockInfo>> collect_locks(Context& ctx, const std::string& glob) {
+  std::set<std::string> names;
+  auto scanned = scan_keys(ctx.client(), ctx.key_pattern(glob) + "*", [&](std::vector<std::string> keys) -> dlock::Result<void> {
+    for (const auto& k : keys) {
+      const auto close = k.find('}', ctx.globals().prefix.size());
+      if (close == std::string::npos || !names_a_lock(std::string_view(k).substr(close + 1))) continue;
+      if (auto name = ctx.name_of_key(std::string_view(k).substr(0, close + 1))) names.insert(*name);
     }
     return {};
   });
   if (!scanned) return scanned.error();
-  std::sort(out.begin(), out.end(), [](const LockEntry& a, const LockEntry& b) { return a.name < b.name; });
+  std::vector<dlock::LockInfo> out;
+  // Inspected in pipelined chunks: one round trip's wait per chunk, bounded memory.
+  constexpr std::size_t kChunk = 500;
+  std::vector<std::string> chunk;
+  auto flush = [&]() -> dlock::Result<void> {
+    auto infos = dlock::inspect(ctx.client(), chunk);
+    chunk.clear();
+    if (!infos) return infos.error();
+    for (auto& info : *infos) {
+      if (info.held() || !info.waiters.empty() || info.kind == dlock::LockKind::foreign) out.push_back(std::move(info));
+    }
+    return {};
+  };
+  for (const auto& name : names) {  // std::set: sorted by name
+    chunk.push_back(name);
+    if (chunk.size() == kChunk) {
+      if (auto ok = flush(); !ok) return ok.error();
+    }
+  }
+  if (!chunk.empty()) {
+    if (auto ok = flush(); !ok) return ok.error();
+  }
   return out;
 }
 
-void json_holder(Json& j, const std::optional<OwnerInfo>& h) {
-  j.key("holder");
-  if (!h) {
-    j.null();
-    return;
+// Why a lock is abnormal, or empty.
+std::string leak_reason(const dlock::LockInfo& info) {
+  std::string reason;
+  bool forever = info.held() && !info.key_ttl;
+  for (const auto& h : info.holders) forever = forever || !h.ttl;
+  if (info.kind == dlock::LockKind::foreign && !info.key_ttl) forever = true;
+  if (forever) reason = "no expiry: the key has no TTL and would never be freed";
+  if (info.value && !parse_owner_token(*info.value)) {
+    reason += std::string(reason.empty() ? "" : "; ") + "the value is not a dlock owner token (another client?)";
   }
-  j.begin_object().field("host", h->host).field("pid", h->pid);
-  j.key("since_unix_ms").opt_num(h->since_unix_ms);
-  j.end_object();
+  return reason;
 }
 
-std::string ttl_text(long long pttl) { return pttl >= 0 ? human_duration(pttl) : pttl == -1 ? "never" : "-"; }
+std::string holders_text(const dlock::LockInfo& info) {
+  if (info.holders.empty()) return "-";
+  const auto& h = info.holders.front();
+  std::string text = h.owner.empty() ? "-" : describe_holder(holder_info(h.owner));
+  if (info.kind == dlock::LockKind::mutex || info.kind == dlock::LockKind::fair) {
+    if (!holder_info(h.owner)) text = "(foreign value)";
+  }
+  if (h.mode == dlock::LockHolder::Mode::permits || info.kind == dlock::LockKind::reentrant) {
+    text += " x" + std::to_string(h.count);
+  }
+  if (h.mode == dlock::LockHolder::Mode::write) text = "W " + text;
+  if (h.mode == dlock::LockHolder::Mode::read) text = "R " + text;
+  if (info.holders.size() > 1) text += " +" + std::to_string(info.holders.size() - 1);
+  return text;
+}
 
 }  // namespace
 
@@ -67,11 +100,9 @@ int cmd_list(Context& ctx, const Args& args) {
     Json j = ctx.begin_json();
     j.field("prefix", ctx.globals().prefix).field("pattern", glob).field("count", static_cast<long long>(locks->size()));
     j.key("locks").begin_array();
-    for (const auto& e : *locks) {
-      j.begin_object().field("name", e.name).field("key", e.info.key).field("kind", lock_kind(e.info.type));
-      j.key("owner").opt_str(e.info.value);
-      json_holder(j, e.holder);
-      j.field("ttl_ms", e.info.pttl);
+    for (const auto& info : *locks) {
+      j.begin_object();
+      json_lock_members(j, info);
       j.end_object();
     }
     j.end_array();
@@ -79,19 +110,22 @@ int cmd_list(Context& ctx, const Args& args) {
     return exit_code::ok;
   }
   std::size_t width = 4;
-  for (const auto& e : *locks) width = std::max(width, e.name.size());
+  for (const auto& info : *locks) width = std::max(width, info.name.size());
   width = std::min<std::size_t>(width, 60);
   const int w = static_cast<int>(width);
-  std::printf("%-*s  %-6s  %-28s  %-10s  %s\n", w, "NAME", "KIND", "HOLDER", "HELD FOR", "TTL");
-  for (const auto& e : *locks) {
-    std::string holder = e.info.value ? describe_holder(e.holder) : "-";
-    if (!e.holder && e.info.value) holder = "(foreign value)";
-    const std::string held =
-        e.holder && e.holder->since_unix_ms ? human_duration(held_for_ms(*e.holder->since_unix_ms)) : "-";
-    std::printf("%-*s  %-6s  %-28s  %-10s  %s\n", w, e.name.c_str(), lock_kind(e.info.type).c_str(), holder.c_str(),
-                held.c_str(), ttl_text(e.info.pttl).c_str());
+  std::printf("%-*s  %-9s  %-32s  %-10s  %-8s  %s\n", w, "NAME", "KIND", "HOLDER", "HELD FOR", "TTL", "WAITERS");
+  for (const auto& info : *locks) {
+    std::string held = "-";
+    if (!info.holders.empty()) {
+      const auto who = holder_info(info.holders.front().owner);
+      if (who && who->since_unix_ms) held = human_duration(held_for_ms(*who->since_unix_ms));
+    }
+    std::string kind = kind_name(info);
+    if (info.permits_limit) kind += "/" + std::to_string(*info.permits_limit);
+    std::printf("%-*s  %-9s  %-32s  %-10s  %-8s  %lld\n", w, info.name.c_str(), kind.c_str(), holders_text(info).c_str(),
+                held.c_str(), ttl_text(info.key_ttl).c_str(), waiter_count(info));
   }
-  if (ctx.verbose()) ctx.note(std::to_string(locks->size()) + " lock(s) held");
+  if (ctx.verbose()) ctx.note(std::to_string(locks->size()) + " lock(s) held or waited for");
   return exit_code::ok;
 }
 
@@ -102,17 +136,12 @@ int cmd_leaks(Context& ctx, const Args& args) {
   if (!locks) return ctx.fail(locks.error());
 
   struct Leak {
-    const LockEntry* entry;
+    const dlock::LockInfo* info;
     std::string reason;
   };
   std::vector<Leak> leaks;
-  for (const auto& e : *locks) {
-    std::string reason;
-    if (e.info.pttl == -1) reason = "no expiry: the key has no TTL and would never be freed";
-    if (e.info.type == "string" && !e.holder) {
-      reason += std::string(reason.empty() ? "" : "; ") + "the value is not a dlock owner token (another client?)";
-    }
-    if (!reason.empty()) leaks.push_back({&e, std::move(reason)});
+  for (const auto& info : *locks) {
+    if (auto reason = leak_reason(info); !reason.empty()) leaks.push_back({&info, std::move(reason)});
   }
 
   if (ctx.json()) {
@@ -121,22 +150,19 @@ int cmd_leaks(Context& ctx, const Args& args) {
     j.field("count", static_cast<long long>(leaks.size()));
     j.key("leaks").begin_array();
     for (const auto& l : leaks) {
-      j.begin_object().field("name", l.entry->name).field("key", l.entry->info.key);
-      j.field("kind", lock_kind(l.entry->info.type)).field("reason", l.reason);
-      j.key("owner").opt_str(l.entry->info.value);
-      json_holder(j, l.entry->holder);
-      j.field("ttl_ms", l.entry->info.pttl);
+      j.begin_object();
+      json_lock_members(j, *l.info);
+      j.field("reason", l.reason);
       j.end_object();
     }
     j.end_array();
     ctx.print_json(j);
   } else {
     for (const auto& l : leaks) {
-      std::string what = "a " + l.entry->info.type;
-      if (l.entry->holder) what = "held by " + describe_holder(l.entry->holder);
-      else if (l.entry->info.value) what = "value " + Json::quote(*l.entry->info.value);
-      std::printf("%s  %s (%s): %s\n", l.entry->name.c_str(), l.entry->info.key.c_str(), what.c_str(),
-                  l.reason.c_str());
+      std::string what = "a " + l.info->redis_type;
+      if (l.info->value && !parse_owner_token(*l.info->value)) what = "value " + Json::quote(*l.info->value);
+      else if (l.info->held()) what = kind_name(*l.info) + " held by " + holders_text(*l.info);
+      std::printf("%s  %s (%s): %s\n", l.info->name.c_str(), l.info->key.c_str(), what.c_str(), l.reason.c_str());
     }
     if (leaks.empty() && ctx.verbose()) ctx.note("no leaks among " + std::to_string(locks->size()) + " lock(s)");
     if (!leaks.empty()) {

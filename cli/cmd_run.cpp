@@ -1,5 +1,8 @@
-// dlock run NAME [--wait DUR | --no-wait] [--ttl DUR] [--grace DUR] -- CMD [ARGS...]
+// dlock run NAME [--kind K] [--read] [--permits N] [--take K] [--wait DUR | --no-wait]
+//               [--ttl DUR] [--grace DUR] -- CMD [ARGS...]
 //
+// The lock may be of any kind (lock_target.hpp): a mutex by default, a reentrant, fair or rw
+// lock (--read: a shared hold), or permits of a semaphore (--permits N: its size).
 // Acquire in watchdog mode, run CMD in its own process group, renew while it runs, release
 // when it exits. The command is stopped BEFORE the lease can end:
 //   - the lease is at risk (no renewal succeeded and less than grace + margin of validity is
@@ -20,7 +23,7 @@
 #include "commands.hpp"
 #include "dlock/clock.hpp"
 #include "dlock/duration.hpp"
-#include "dlock/mutex.hpp"
+#include "lock_target.hpp"
 #include "lock_wait.hpp"
 #include "owner_token.hpp"
 #include "signals.hpp"
@@ -34,6 +37,7 @@ using Clock = dlock::BootClock;
 
 struct RunSettings {
   std::string name;
+  LockSpec lock;
   std::optional<milliseconds> wait;  // nullopt: forever
   milliseconds ttl{30000};
   milliseconds grace{5000};
@@ -45,10 +49,14 @@ struct RunSettings {
 };
 
 RunSettings parse_settings(Context& ctx, const Args& args) {
-  static const std::vector<OptionSpec> specs = {
-      {"--wait", 0, true},  {"--no-wait", 0, false}, {"--ttl", 0, true},
-      {"--grace", 0, true}, {"--conflict-exit-code", 0, true}, {"--lost-exit-code", 0, true},
-  };
+  static const std::vector<OptionSpec> specs = [] {
+    std::vector<OptionSpec> v = {
+        {"--wait", 0, true},  {"--no-wait", 0, false}, {"--ttl", 0, true},
+        {"--grace", 0, true}, {"--conflict-exit-code", 0, true}, {"--lost-exit-code", 0, true},
+    };
+    v.insert(v.end(), lock_spec_options().begin(), lock_spec_options().end());
+    return v;
+  }();
   ParsedArgs a = ctx.parse(args, specs, /*command_after=*/1);
   RunSettings s;
   if (a.positionals.empty()) throw UsageError("run needs a lock NAME and a command");
@@ -56,6 +64,7 @@ RunSettings parse_settings(Context& ctx, const Args& args) {
   check_lock_name(s.name);
   if (a.rest.empty()) throw UsageError("run needs a command after the lock name (dlock run NAME -- CMD...)");
   s.argv = a.rest;
+  s.lock = parse_lock_spec(a);
   s.wait = wait_option(a);
   if (auto v = a.last("--ttl")) s.ttl = parse_duration_arg("--ttl", *v);
   if (auto v = a.last("--grace")) s.grace = parse_duration_arg("--grace", *v);
@@ -90,7 +99,10 @@ struct Report {
 int finish(Context& ctx, const RunSettings& s, const Report& r) {
   if (ctx.json()) {
     Json j = ctx.begin_json(r.outcome == "completed");
-    j.field("name", s.name).field("outcome", r.outcome).field("exit_code", r.exit_code);
+    j.field("name", s.name).field("kind", kind_text(s.lock.kind));
+    if (s.lock.kind == Kind::rw) j.field("mode", s.lock.read ? "read" : "write");
+    if (s.lock.kind == Kind::semaphore) j.field("permits_taken", static_cast<long long>(s.lock.take));
+    j.field("outcome", r.outcome).field("exit_code", r.exit_code);
     j.key("status").opt_num(r.status ? std::optional<long long>(*r.status) : std::nullopt);
     j.key("signal").num(static_cast<long long>(r.signal));
     j.key("owner").opt_str(r.owner.empty() ? std::nullopt : std::optional<std::string>(r.owner));
@@ -217,8 +229,20 @@ int cmd_run(Context& ctx, const Args& args) {
   };
   lo.events.on_at_risk = [events](milliseconds) { events->notify('r'); };
 
-  dlock::Mutex mutex(ctx.client(), s.name, lo);
-  WaitOutcome w = wait_for_lock(ctx, mutex, s.wait, signals);
+  LockTarget target(ctx.client(), s.name, s.lock, lo);
+  std::optional<std::size_t> resized_from;
+  if (auto ready = target.prepare(resized_from); !ready) {
+    report.exit_code = ready.code() == dlock::errc::invalid_argument ? exit_code::usage
+                                                                      : exit_code_for(ready.code(), Phase::acquiring);
+    report.outcome = "error";
+    report.message = ready.error().what();
+    return finish(ctx, s, report);
+  }
+  if (resized_from) {
+    ctx.note("semaphore '" + s.name + "' had " + std::to_string(*resized_from) + " permits; set to " +
+             std::to_string(*s.lock.permits) + " (--permits is the semaphore's size)");
+  }
+  WaitOutcome w = wait_for_lock(ctx, target, s.wait, signals);
   report.waited_ms = w.waited.count();
   if (w.signal != 0) {
     report.outcome = "interrupted";
@@ -239,7 +263,7 @@ int cmd_run(Context& ctx, const Args& args) {
   report.owner = lease.owner();
   report.token = lease.token().value;
   if (ctx.verbose()) {
-    ctx.note("acquired lock '" + s.name + "' (fencing token " + std::to_string(report.token) + ") after " +
+    ctx.note("acquired " + describe_spec(s.lock) + " lock '" + s.name + "' (fencing token " + std::to_string(report.token) + ") after " +
              human_duration(w.waited.count()) + "; running " + s.argv[0]);
   }
 
@@ -248,6 +272,7 @@ int cmd_run(Context& ctx, const Args& args) {
   const auto started = Clock::now();
   const int exec_code = child.start(program.path, s.argv,
                                     {{"DLOCK_NAME", s.name},
+                                     {"DLOCK_KIND", kind_text(s.lock.kind)},
                                      {"DLOCK_FENCING_TOKEN", std::to_string(report.token)},
                                      {"DLOCK_OWNER", lease.owner()}},
                                     error);

@@ -1,88 +1,95 @@
-// dlock status NAME — free or held; holder (from the owner token), remaining TTL, fencing
-// counter, kind, and the waiters dlock knows about (subscribers of the lock's channel).
+// dlock status NAME — what lives under NAME (dlock::inspect): the kind, every holder (owner,
+// host/pid, since when, TTL, count / permits / read or write), the waiters dlock can see, the
+// fencing counter and, for a semaphore, its number of permits.
 #include <cstdio>
 
 #include "commands.hpp"
-#include "owner_token.hpp"
-#include "redis_batch.hpp"
+#include "dlock/admin.hpp"
+#include "lock_view.hpp"
 
 namespace dlock::cli {
+
+namespace {
+
+void print_holder(const dlock::LockInfo& info, const dlock::LockHolder& h) {
+  const auto who = holder_info(h.owner);
+  std::string line = who ? "host " + who->host + ", pid " + std::to_string(who->pid)
+                         : std::string("unknown: not a dlock owner token (another client?)");
+  if (who && who->since_unix_ms) {
+    line += ", for " + human_duration(held_for_ms(*who->since_unix_ms)) + " (since " + iso_time(*who->since_unix_ms) + ")";
+  }
+  switch (h.mode) {
+    case dlock::LockHolder::Mode::read: line = "reader: " + line; break;
+    case dlock::LockHolder::Mode::write: line = "writer: " + line; break;
+    case dlock::LockHolder::Mode::permits:
+      line = std::to_string(h.count) + " permit" + (h.count == 1 ? "" : "s") + ": " + line;
+      break;
+    case dlock::LockHolder::Mode::exclusive:
+      if (info.kind == dlock::LockKind::reentrant) line += ", taken " + std::to_string(h.count) + "x";
+      break;
+  }
+  std::printf("holder   %s\n", line.c_str());
+  std::printf("         owner %s, ttl %s%s\n", h.owner.c_str(), ttl_text(h.ttl).c_str(),
+              h.ttl ? "" : " (no expiry: a leak; see 'dlock leaks')");
+  if (h.token) std::printf("         fencing token %llu\n", static_cast<unsigned long long>(*h.token));
+}
+
+}  // namespace
 
 int cmd_status(Context& ctx, const Args& args) {
   ParsedArgs a = ctx.parse(args, {});
   if (a.positionals.size() != 1) throw UsageError("status needs exactly one lock NAME");
   const std::string name = a.positionals[0];
   check_lock_name(name);
-  const std::string key = ctx.key(name);
 
-  auto replies = pipeline(ctx.client(), {{"TYPE", key},
-                                         {"GET", key},
-                                         {"PTTL", key},
-                                         {"GET", key + ":fence"},
-                                         {"PUBSUB", "NUMSUB", key + ":ch"}});
-  for (std::size_t i = 0; i < replies.size(); ++i) {
-    if (i == 1 && replies[i].code() == dlock::errc::wrong_type) continue;  // GET of another type
-    if (!replies[i]) return ctx.fail(replies[i].error());
-  }
-  const std::string type = replies[0]->str();
-  const bool held = type != "none";
-  std::optional<std::string> owner;
-  if (replies[1].ok() && replies[1]->is_string()) owner = replies[1]->str();
-  const long long pttl = replies[2]->is_integer() ? replies[2]->integer() : -2;
-  std::optional<long long> fence;
-  if (replies[3]->is_string()) fence = replies[3]->as_integer();
-  long long waiters = 0;
-  if (replies[4]->is_array() && replies[4]->size() == 2) waiters = (*replies[4])[1].as_integer().value_or(0);
-  const auto info = owner ? parse_owner_token(*owner) : std::nullopt;
-  const std::string kind = held ? lock_kind(type) : "mutex";
+  auto inspected = dlock::inspect(ctx.client(), name);
+  if (!inspected) return ctx.fail(inspected.error());
+  const dlock::LockInfo& info = *inspected;
 
   if (ctx.json()) {
     Json j = ctx.begin_json();
-    j.field("name", name).field("key", key).field("state", held ? "held" : "free").field("kind", kind);
-    j.key("owner").opt_str(owner);
-    j.key("holder");
-    if (info) {
-      j.begin_object().field("host", info->host).field("pid", info->pid);
-      j.key("since_unix_ms").opt_num(info->since_unix_ms);
-      j.key("held_ms").opt_num(info->since_unix_ms ? std::optional<long long>(held_for_ms(*info->since_unix_ms))
-                                                    : std::nullopt);
-      j.end_object();
-    } else {
-      j.null();
-    }
-    j.key("ttl_ms").opt_num(held ? std::optional<long long>(pttl) : std::nullopt);
-    j.key("fencing_counter").opt_num(fence);
-    j.field("waiters", waiters).field("waiters_counts", "processes subscribed to " + key + ":ch (waiters, plus a holder listening for revocation)");
+    json_lock_members(j, info);
+    j.field("waiters_counts", info.kind == dlock::LockKind::fair
+                                  ? "live places in " + info.key + ":queue"
+                                  : "processes subscribed to " + info.key +
+                                        ":ch (waiters, plus a holder listening for revocation)" +
+                                        (info.kind == dlock::LockKind::rw ? ", and waiting writers' intents" : ""));
     ctx.print_json(j);
     return exit_code::ok;
   }
 
-  std::printf("lock     %s\nkey      %s\nstate    %s\nkind     %s\n", name.c_str(), key.c_str(),
-              held ? "held" : "free", kind.c_str());
-  if (held) {
-    if (info) {
-      std::string since;
-      if (info->since_unix_ms) {
-        since = ", for " + human_duration(held_for_ms(*info->since_unix_ms)) + " (since " +
-                iso_time(*info->since_unix_ms) + ")";
-      }
-      std::printf("holder   host %s, pid %lld%s\n", info->host.c_str(), info->pid, since.c_str());
-    } else if (owner) {
-      std::printf("holder   unknown: the value is not a dlock owner token (another client?)\n");
-    }
-    if (owner) std::printf("owner    %s\n", owner->c_str());
-    if (pttl >= 0) std::printf("ttl      %s\n", human_duration(pttl).c_str());
-    else std::printf("ttl      none: the key never expires (a leak; see 'dlock leaks')\n");
+  std::printf("lock     %s\nkey      %s\nstate    %s\nkind     %s\n", name.c_str(), info.key.c_str(),
+              info.held() ? "held" : "free", kind_name(info).c_str());
+  if (info.kind == dlock::LockKind::foreign) {
+    std::printf("note     the key holds a %s that is not a dlock lock; dlock leaves it alone\n",
+                info.redis_type.c_str());
   }
-  if (fence) {
-    std::printf("fencing  %lld (%s)\n", *fence,
-                held ? "the current holder's token, if it took the lock through dlock" : "the last token issued");
+  if (info.permits_limit) std::printf("permits  %lld\n", *info.permits_limit);
+  for (const auto& h : info.holders) print_holder(info, h);
+  if (info.fencing_counter) {
+    const bool exclusive = info.held() && info.holders.front().mode != dlock::LockHolder::Mode::read &&
+                           info.holders.front().mode != dlock::LockHolder::Mode::permits;
+    std::printf("fencing  %llu (%s)\n", static_cast<unsigned long long>(*info.fencing_counter),
+                exclusive ? "the current holder's token, if it took the lock through dlock" : "the last token issued");
   } else {
     std::printf("fencing  none issued yet\n");
   }
-  std::printf("waiters  %lld (processes subscribed to %s:ch: waiting processes, plus a holder that listens\n"
-              "         for revocation, such as dlock run; threads of one process count once)\n", waiters,
-              key.c_str());
+  for (std::size_t i = 0; i < info.waiters.size(); ++i) {
+    const auto& w = info.waiters[i];
+    const bool fair = w.role == dlock::LockWaiter::Role::fair_queue;
+    const auto who = holder_info(w.id);
+    std::printf("%s %s%s, place %s\n", fair ? (i == 0 ? "queue   " : "        ") : "intent  ",
+                fair ? (std::to_string(i + 1) + ". ").c_str() : "writer ",
+                who ? ("host " + who->host + ", pid " + std::to_string(who->pid)).c_str() : w.id.c_str(),
+                w.ttl.count() > 0 ? ("lasts " + human_duration(w.ttl.count())).c_str() : "expired (skipped)");
+  }
+  if (info.kind == dlock::LockKind::fair) {
+    std::printf("waiters  %lld (live places in the queue)\n", waiter_count(info));
+  } else {
+    std::printf("waiters  %lld (processes subscribed to %s:ch: waiting processes, plus a holder that listens\n"
+                "         for revocation, such as dlock run; threads of one process count once)\n",
+                info.subscribers, info.key.c_str());
+  }
   return exit_code::ok;
 }
 

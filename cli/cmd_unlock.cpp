@@ -1,10 +1,12 @@
-// dlock unlock --force NAME — one atomic script removes the lock whoever holds it and publishes
-// "revoked" on its channel: waiters wake at once, the holder learns it at its next renewal.
+// dlock unlock --force NAME — dlock::force_unlock: one atomic script removes every hold of the
+// lock, whatever its kind, publishes "revoked" on its channel and wakes a FairLock's queue head.
+// Waiters wake at once; a holder listening for revocation (dlock run) stops at once, others
+// learn it at their next renewal.
 #include <cstdio>
 
 #include "commands.hpp"
-#include "lua_scripts.hpp"
-#include "owner_token.hpp"
+#include "dlock/admin.hpp"
+#include "lock_view.hpp"
 
 namespace dlock::cli {
 
@@ -19,39 +21,41 @@ int cmd_unlock(Context& ctx, const Args& args) {
   check_lock_name(name);
   const std::string key = ctx.key(name);
 
-  auto r = ctx.client().command({"EVAL", lua::force_unlock, "1", key, key + ":ch"});
-  if (!r) return ctx.fail(r.error());
-  if (!r->is_array() || r->size() != 2 || !(*r)[0].is_integer()) {
-    return ctx.fail(exit_code::server_error, "protocol", "unexpected reply from the unlock script: " + r->to_string());
+  auto r = dlock::force_unlock(ctx.client(), name);
+  if (!r) {
+    if (r.code() == dlock::errc::wrong_type) {
+      return ctx.fail(exit_code::wrong_type, "wrong_type", r.error().what() + "; nothing was removed");
+    }
+    return ctx.fail(r.error());
   }
-  const long long code = (*r)[0].integer();
-  if (code == -1) {
-    return ctx.fail(exit_code::wrong_type, "wrong_type",
-                    "key '" + key + "' holds a " + (*r)[1].str() + ", not a dlock mutex; nothing was removed");
-  }
-  const bool removed = code == 1;
+  const bool removed = !r->removed.empty();
+  // The first holder, as single-holder kinds report it (and as earlier versions did).
   std::optional<std::string> owner;
-  if (removed && (*r)[1].is_string()) owner = (*r)[1].str();
-  const auto info = owner ? parse_owner_token(*owner) : std::nullopt;
+  if (removed) owner = r->removed.front().owner;
 
   if (ctx.json()) {
     Json j = ctx.begin_json();
-    j.field("name", name).field("key", key).field("removed", removed);
+    j.field("name", name).field("key", key).field("kind", std::string(dlock::to_string(r->kind)));
+    j.field("removed", removed);
     j.key("previous_owner").opt_str(owner);
     j.key("holder");
-    if (info) {
-      j.begin_object().field("host", info->host).field("pid", info->pid);
-      j.key("since_unix_ms").opt_num(info->since_unix_ms);
-      j.end_object();
-    } else {
-      j.null();
-    }
+    json_holder_info(j, owner ? holder_info(*owner) : std::nullopt);
+    j.key("removed_holders").begin_array();
+    for (const auto& h : r->removed) json_holder(j, h);
+    j.end_array();
+    j.key("woken_head").opt_str(r->woken_head);
     ctx.print_json(j);
   } else if (removed) {
-    std::string held = describe_holder(info);
-    if (info && info->since_unix_ms) held += ", held for " + human_duration(held_for_ms(*info->since_unix_ms));
-    std::printf("removed lock '%s', held by %s (owner %s); waiters were notified\n", name.c_str(), held.c_str(),
-                owner ? owner->c_str() : "?");
+    for (const auto& h : r->removed) {
+      const auto info = holder_info(h.owner);
+      std::string held = describe_holder(info);
+      if (info && info->since_unix_ms) held += ", held for " + human_duration(held_for_ms(*info->since_unix_ms));
+      std::string what = mode_name(h.mode);
+      if (h.count != 1 || h.mode == dlock::LockHolder::Mode::permits) what += " x" + std::to_string(h.count);
+      std::printf("removed %s %s hold of '%s', held by %s (owner %s)\n", std::string(dlock::to_string(r->kind)).c_str(),
+                  what.c_str(), name.c_str(), held.c_str(), h.owner.c_str());
+    }
+    std::printf("waiters were notified%s\n", r->woken_head ? " (and the head of the fair queue woken)" : "");
   } else {
     std::printf("lock '%s' was not held; nothing removed\n", name.c_str());
   }

@@ -21,12 +21,27 @@ constexpr std::string_view kGlobal =
     "Durations: 250ms, 30s, 5m, 1h, 1m30s; a bare number is seconds.\n";
 
 constexpr std::string_view kRun =
-    "Usage: dlock run NAME [--wait DUR | --no-wait] [--ttl DUR] [--grace DUR]\n"
+    "Usage: dlock run NAME [--kind KIND] [--read] [--permits N] [--take K]\n"
+    "                      [--wait DUR | --no-wait] [--ttl DUR] [--grace DUR]\n"
     "                      [--conflict-exit-code N] [--lost-exit-code N] [--] CMD [ARGS...]\n"
     "\n"
     "Runs CMD while holding the lock NAME, on exactly one host at a time (a distributed flock).\n"
     "The lock is renewed by a watchdog while CMD runs and released when it exits.\n"
     "\n"
+    "  --kind KIND    the kind of lock (default mutex); the same Redis layouts as the library's:\n"
+    "                   mutex      exclusive\n"
+    "                   reentrant  exclusive, the ReentrantMutex layout (a hash of owner -> count)\n"
+    "                   fair       exclusive, first come first served across hosts (FairLock)\n"
+    "                   rw         SharedMutex: a write hold (exclusive), or with --read a read hold\n"
+    "                   semaphore  permits of a Semaphore, many holders at once\n"
+    "  --read         a shared (read) hold of a rw lock: readers run together, never with a writer\n"
+    "                 (implies --kind rw)\n"
+    "  --permits N    the semaphore's SIZE: at most N permits are held at once, by all hosts. If\n"
+    "                 the size stored in Redis differs, it is set to N first (waiters wake; held\n"
+    "                 permits are never revoked), so give every caller the same N. Without it the\n"
+    "                 semaphore must exist already. (implies --kind semaphore)\n"
+    "  --take K       how many permits this run takes, all or none (default 1; implies --kind\n"
+    "                 semaphore)\n"
     "  --wait DUR     wait at most DUR for the lock (default: forever); --wait 0 == --no-wait\n"
     "  --no-wait      fail at once (exit 75) when the lock is held\n"
     "  --ttl DUR      lease time-to-live, renewed while CMD runs (default 30s)\n"
@@ -37,7 +52,8 @@ constexpr std::string_view kRun =
     "  --conflict-exit-code N   exit N instead of 75 when the lock is not acquired\n"
     "  --lost-exit-code N       exit N instead of 70 when the lock is lost\n"
     "\n"
-    "CMD gets DLOCK_NAME, DLOCK_FENCING_TOKEN and DLOCK_OWNER in its environment. It runs in its\n"
+    "CMD gets DLOCK_NAME, DLOCK_KIND, DLOCK_FENCING_TOKEN and DLOCK_OWNER in its environment (for\n"
+    "a reader or semaphore permits the token is not exclusive: see the library's headers). It runs in its\n"
     "own process group; SIGINT, SIGTERM and SIGHUP are forwarded to that group. Signalled while\n"
     "still waiting, dlock abandons the wait, holds nothing, and exits 128+N. CMD dies with dlock\n"
     "(PR_SET_PDEATHSIG): it never runs unprotected.\n"
@@ -52,8 +68,10 @@ constexpr std::string_view kRun =
     "it is a terminal or with -v. Exit: CMD's status, else the codes below.\n";
 
 constexpr std::string_view kAcquire =
-    "Usage: dlock acquire NAME --ttl DUR [--wait DUR | --no-wait]\n"
+    "Usage: dlock acquire NAME --ttl DUR [--wait DUR | --no-wait] [--kind mutex]\n"
     "\n"
+    "Mutex locks only: extend and release speak the mutex protocol; the other kinds are held by a\n"
+    "running process ('dlock run --kind ...').\n"
     "Takes the lock NAME with a fixed TTL (no renewal: dlock exits and the lock stays held until\n"
     "released or expired) and prints, for shell scripts:\n"
     "  DLOCK_OWNER=<owner token>\n"
@@ -76,32 +94,41 @@ constexpr std::string_view kRelease =
 constexpr std::string_view kStatus =
     "Usage: dlock status NAME\n"
     "\n"
-    "Shows whether NAME is free or held; the holder (host, pid, since when, from its owner token),\n"
-    "the remaining TTL, the fencing counter (the current holder's token while a dlock client holds\n"
-    "it), the kind of lock, and the waiters dlock knows about: the number of subscribers of the\n"
-    "lock's channel. That counts waiting processes (Clients), not threads. Exit 0 whether held or\n"
-    "free.\n";
+    "Shows what lives under NAME, whatever its kind: the kind (mutex, reentrant, fair, rw,\n"
+    "semaphore; a key of another type is shown by its Redis type and never touched), every holder\n"
+    "(host, pid, since when from its owner token, remaining TTL; a reentrant owner's hold count, a\n"
+    "rw holder's read or write, a semaphore acquisition's permits and the semaphore's size), the\n"
+    "fencing counter, and the waiters dlock can see: a fair lock's queue in order (each place's\n"
+    "expiry), a rw lock's waiting writers, and the processes subscribed to the lock's channel\n"
+    "(waiting Clients, not threads, plus a holder that listens for revocation). A fair lock with\n"
+    "nobody queued looks like a mutex (the same key). Exit 0 whether held or free.\n";
 
 constexpr std::string_view kList =
     "Usage: dlock list [PATTERN]\n"
     "\n"
-    "Lists the held locks under the prefix whose names match the glob PATTERN (default *): name,\n"
-    "kind, holder, TTL. Uses SCAN (never KEYS), so it is safe on a busy server.\n";
+    "Lists the locks under the prefix whose names match the glob PATTERN (default *) that are held\n"
+    "or waited for, of every kind: name, kind (a semaphore as semaphore/SIZE), first holder (R/W:\n"
+    "read/write hold, xN: hold count or permits, +N: more holders), held for, TTL, waiters.\n"
+    "Uses SCAN (never KEYS), so it is safe on a busy server.\n";
 
 constexpr std::string_view kLeaks =
     "Usage: dlock leaks\n"
     "\n"
-    "Reports abnormal locks under the prefix: keys with no expiry (PTTL -1, they would never be\n"
-    "freed) and lock values that are not dlock owner tokens. Reports only, never deletes.\n"
+    "Reports abnormal locks of every kind under the prefix: holds or keys with no expiry (they\n"
+    "would never be freed) and mutex values that are not dlock owner tokens. Reports only, never\n"
+    "deletes.\n"
     "Exit 1 when any are found, 0 otherwise (for monitoring).\n";
 
 constexpr std::string_view kUnlock =
     "Usage: dlock unlock --force NAME\n"
     "\n"
-    "Removes the lock NAME whoever holds it, and publishes a revocation in the same atomic script:\n"
-    "waiters wake at once, the holder learns it at its next renewal (a 'dlock run' holder then\n"
-    "stops its command and exits 70). Prints who held it.\n"
-    "Exit 0 when a lock was removed, 1 when it was not held.\n";
+    "Removes every hold of the lock NAME whoever holds it, whatever its kind (a mutex or fair\n"
+    "holder, a reentrant owner's whole hold, a rw writer and all readers, all permits of a\n"
+    "semaphore; its size stays), and in the same atomic script publishes a revocation: waiters wake\n"
+    "at once, a fair lock's first waiter too, and a holder listening for revocation (a 'dlock run'\n"
+    "of a mutex, fair or reentrant lock) stops its command at once and exits 70; other holders\n"
+    "learn it at their next renewal. Prints who held it. A key of another type is left alone\n"
+    "(exit 65). Exit 0 when something was removed, 1 when it was not held.\n";
 
 constexpr std::string_view kDoctor =
     "Usage: dlock doctor\n"
@@ -124,12 +151,13 @@ std::string main_help() {
          "Distributed locks on Redis, from the shell.\n"
          "\n"
          "Commands:\n"
-         "  run NAME [opts] -- CMD...    run CMD while holding the lock NAME\n"
+         "  run NAME [opts] -- CMD...    run CMD while holding the lock NAME (--kind mutex|reentrant|\n"
+         "                               fair|rw|semaphore, --read, --permits N: see 'dlock run --help')\n"
          "  acquire NAME --ttl DUR       take the lock and exit holding it; print the owner token\n"
          "  extend NAME [OWNER] --ttl DUR   extend a lock taken with acquire\n"
          "  release NAME [OWNER]         release a lock taken with acquire\n"
          "  status NAME                  who holds NAME, for how long, its waiters\n"
-         "  list [PATTERN]               all held locks under the prefix\n"
+         "  list [PATTERN]               all held locks under the prefix, of every kind\n"
          "  leaks                        locks that never expire or hold foreign values (exit 1)\n"
          "  unlock --force NAME          remove a lock whoever holds it, waking its waiters\n"
          "  doctor                       check the server's configuration for dlock\n"

@@ -7,7 +7,9 @@
 #include <mutex>
 #include <stop_token>
 
+#include "dlock/admin.hpp"
 #include "dlock/clock.hpp"
+#include "lock_view.hpp"
 #include "owner_token.hpp"
 
 namespace dlock::cli {
@@ -24,29 +26,29 @@ long long ms_since(dlock::BootClock::time_point t) {
 // terminal) printed again whenever the holder changes.
 class StatusLine {
  public:
-  StatusLine(Context& ctx, const dlock::Mutex& m)
-      : ctx_(ctx), m_(m), tty_(::isatty(STDERR_FILENO) == 1), enabled_(!ctx.json() && (tty_ || ctx.verbose())) {}
+  StatusLine(Context& ctx, const LockTarget& target)
+      : ctx_(ctx), target_(target), tty_(::isatty(STDERR_FILENO) == 1), enabled_(!ctx.json() && (tty_ || ctx.verbose())) {}
   ~StatusLine() { clear(); }
 
   bool enabled() const { return enabled_; }
 
   void update(dlock::BootClock::time_point started) {
     if (!enabled_) return;
-    auto value = ctx_.client().command({"GET", m_.key()});
-    auto pttl = ctx_.client().command({"PTTL", m_.key()});
-    std::string text = "dlock: waiting for lock '" + m_.name() + "'";
+    // Any kind: what dlock::inspect finds (the first holder, and how many there are).
+    auto info = dlock::inspect(ctx_.client(), target_.name());
+    std::string text = "dlock: waiting for " + describe_spec(target_.spec()) + " lock '" + target_.name() + "'";
     std::string holder_token;
-    if (value.ok() && value->is_string()) {
-      holder_token = value->str();
-      const auto info = parse_owner_token(holder_token);
-      text += ": held by " + describe_holder(info);
-      if (info && info->since_unix_ms) text += " for " + human_duration(held_for_ms(*info->since_unix_ms));
-      if (pttl.ok() && pttl->is_integer()) {
-        if (pttl->integer() >= 0) text += ", expires in " + human_duration(pttl->integer());
-        else if (pttl->integer() == -1) text += ", never expires (a leak? see 'dlock leaks')";
-      }
-    } else if (!value.ok()) {
-      text += " (" + value.error().what() + ")";
+    if (info.ok() && info->held()) {
+      const dlock::LockHolder& h = info->holders.front();
+      holder_token = h.owner;
+      const auto who = holder_info(h.owner);
+      text += ": held by " + describe_holder(who);
+      if (info->holders.size() > 1) text += " and " + std::to_string(info->holders.size() - 1) + " more";
+      if (who && who->since_unix_ms) text += " for " + human_duration(held_for_ms(*who->since_unix_ms));
+      if (h.ttl) text += ", expires in " + human_duration(h.ttl->count());
+      else text += ", never expires (a leak? see 'dlock leaks')";
+    } else if (!info.ok()) {
+      text += " (" + info.error().what() + ")";
     }
     text += "; waited " + human_duration(ms_since(started));
     if (tty_) {
@@ -67,7 +69,7 @@ class StatusLine {
 
  private:
   Context& ctx_;
-  const dlock::Mutex& m_;
+  const LockTarget& target_;
   bool tty_;
   bool enabled_;
   bool shown_ = false;
@@ -104,12 +106,12 @@ std::optional<milliseconds> wait_option(const ParsedArgs& a) {
   return wait;
 }
 
-WaitOutcome wait_for_lock(Context& ctx, dlock::Mutex& m, std::optional<milliseconds> wait, SignalFd& signals) {
+WaitOutcome wait_for_lock(Context& ctx, LockTarget& target, std::optional<milliseconds> wait, SignalFd& signals) {
   WaitOutcome out;
   const auto started = dlock::BootClock::now();
   auto pending = std::make_shared<Pending>();
   std::stop_source stop;
-  m.async_acquire(
+  target.async_acquire(
       dlock::WaitOptions{wait, milliseconds(500)},
       [pending](dlock::Result<dlock::Lease> r) {
         // On the Client's event-loop thread: hand over and wake the main thread; never block.
@@ -121,7 +123,7 @@ WaitOutcome wait_for_lock(Context& ctx, dlock::Mutex& m, std::optional<milliseco
       },
       stop.get_token());
 
-  StatusLine status(ctx, m);
+  StatusLine status(ctx, target);
   int first_status_ms = 300;  // a lock taken at once never shows a status line
   for (;;) {
     bool sig_ready = false, done_ready = false;

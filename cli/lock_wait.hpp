@@ -1,6 +1,7 @@
-// lock_wait.hpp — waiting for a Mutex the way the CLI does: interruptible by SIGINT, SIGTERM
-// and SIGHUP (the wait is cancelled through a std::stop_token and no lock is left behind),
-// with a status line on a terminal (or with -v) saying who holds the lock and for how long.
+// lock_wait.hpp — waiting for a lock of any kind (lock_target.hpp) the way the CLI does:
+// interruptible by SIGINT, SIGTERM and SIGHUP (the wait is cancelled through a std::stop_token
+// and no lock is left behind), with a status line on a terminal (or with -v) saying who holds
+// the lock and for how long (read with dlock::inspect, so it works for every kind).
 #pragma once
 
 #include <chrono>
@@ -9,7 +10,7 @@
 
 #include "context.hpp"
 #include "dlock/lease.hpp"
-#include "dlock/mutex.hpp"
+#include "lock_target.hpp"
 #include "signals.hpp"
 
 namespace dlock::cli {
@@ -21,9 +22,9 @@ struct WaitOutcome {
   std::chrono::milliseconds waited{0};
 };
 
-// Acquires `m`, waiting up to `wait` (nullopt: forever; zero: one attempt). `signals` must
+// Acquires `target`, waiting up to `wait` (nullopt: forever; zero: one attempt). `signals` must
 // carry SIGINT, SIGTERM and SIGHUP; other signals read from it are ignored.
-WaitOutcome wait_for_lock(Context& ctx, dlock::Mutex& m, std::optional<std::chrono::milliseconds> wait,
+WaitOutcome wait_for_lock(Context& ctx, LockTarget& target, std::optional<std::chrono::milliseconds> wait,
                           SignalFd& signals);
 
 // The options shared by run and acquire: --wait DUR / --no-wait ("--wait 0" == --no-wait).

@@ -30,18 +30,4 @@ if redis.pcall('GET', KEYS[2]) == ARGV[1] then return 2 end
 return 0
 )lua";
 
-// dlock unlock --force: remove whoever holds the lock and announce the revocation, in one
-// atomic step. Waiters wake at once; a holder learns it at its next renewal (its renewal
-// compares tokens). The release marker is NOT set: the old holder's own release must report
-// that the lock was no longer its own.
-const char* const force_unlock = R"lua(
-local kind = redis.call('TYPE', KEYS[1])['ok']
-if kind == 'none' then return {0, false} end
-if kind ~= 'string' then return {-1, kind} end
-local holder = redis.call('GET', KEYS[1])
-redis.call('DEL', KEYS[1])
-redis.pcall('PUBLISH', ARGV[1], 'revoked')
-return {1, holder}
-)lua";
-
 }  // namespace dlock::cli::lua

@@ -2,7 +2,8 @@
 // follow the Mutex's Redis layout (dlock/mutex.hpp) exactly:
 //   P{N}        the holder's owner token, with a PX TTL
 //   P{N}:rel    the last releaser's owner token, for 30 s
-//   P{N}:ch     channel: "released" after a release, "revoked" after a forced unlock
+//   P{N}:ch     channel: "released" after a release
+// (Inspection and forced unlocks of every kind use the library: dlock/admin.hpp.)
 #pragma once
 
 namespace dlock::cli::lua {
@@ -15,9 +16,5 @@ extern const char* const extend;
 // Reply: 1 released; 2 already released by this owner; 0 not held by this owner;
 //        {-1, type} the key holds another type.
 extern const char* const release;
-
-// KEYS[1] P{N}; ARGV[1] the channel P{N}:ch.
-// Reply: {1, old owner} removed; {0, nil} not held; {-1, type} the key holds another type.
-extern const char* const force_unlock;
 
 }  // namespace dlock::cli::lua

@@ -55,7 +55,8 @@ class ClientCore : public std::enable_shared_from_this<ClientCore>, public Conne
   // the first sentinel with the primary's database (Sentinel). Fixed for the Client's life.
   const ServerAddress& address() const noexcept { return address_; }
   const Deployment& deployment() const noexcept { return deployment_; }
-  // Redis Cluster: keys of one command must share a slot; pub/sub is sharded.
+  // Redis Cluster: keys of one command (script) must share a slot, so a MultiLock over several
+  // slots takes them in order; pub/sub is sharded.
   bool cluster_mode() const noexcept { return cluster_mode_; }
   const ClientOptions& options() const noexcept { return options_; }
   // 32 random hex digits, fixed for this Client: the base of per-thread owner identities

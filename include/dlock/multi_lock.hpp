@@ -26,9 +26,18 @@
 // The names are sorted and deduplicated; names() gives that order. Waiters of one process on
 // one MultiLock (same set of names) queue in order; a waiter is woken by the release of any of
 // its locks. Not guaranteed: fairness (a MultiLock can wait long while single locks of its set
-// keep changing hands), and exclusion across a Redis failover. Deployment: a standalone
-// server (all keys reached by one script); Redis Cluster is not supported (the locks live in
-// different slots).
+// keep changing hands), and exclusion across a Redis failover.
+//
+// Deployment. On a standalone or Sentinel server, and on Redis Cluster when every key of the
+// set hashes to one slot, the set is taken, renewed and released by ONE atomic script each.
+// On Cluster when the keys span slots (no script can reach them all), the ordered path: the
+// keys are grouped by slot, and one try takes the groups one after the other in a fixed order
+// (by their first sorted name: the same order for every MultiLock), each group atomically. When
+// a group is busy, the groups this try took are released before the try reports busy, so a
+// MultiLock never waits while holding part of its set: two MultiLocks over overlapping names
+// cannot deadlock, whatever order their names were given in. Each group is renewed and
+// released by its own script, and the loss of any group loses the Lease (its other groups are
+// released at once). Client::active_leases() counts such a hold once per slot group.
 #pragma once
 
 #include <chrono>
@@ -49,6 +58,8 @@ namespace dlock {
 namespace detail {
 struct AcquireRequest;
 struct ScriptAttemptSpec;
+struct OrderedMultiSpec;
+struct MultiLockAccess;
 class ThreadHolds;
 }  // namespace detail
 
@@ -113,8 +124,11 @@ class MultiLock {
   const std::vector<std::string>& keys() const noexcept { return keys_; }
 
  private:
+  friend struct detail::MultiLockAccess;  // tests force the ordered path on standalone
   bool timed_try(milliseconds d);
   detail::AcquireRequest request(WaitOptions wait) const;
+  // True when the set must be taken group by group (Cluster, keys across slots).
+  bool ordered() const noexcept;
 
   std::shared_ptr<detail::ClientCore> core_;
   std::vector<std::string> names_;
@@ -122,6 +136,9 @@ class MultiLock {
   std::string display_;  // "a,b,c"
   std::string queue_key_;
   std::shared_ptr<const detail::ScriptAttemptSpec> spec_;
+  std::shared_ptr<const detail::OrderedMultiSpec> ordered_spec_;
+  bool single_slot_ = true;     // every key in one Cluster slot
+  bool force_ordered_ = false;  // tests: the ordered path even on standalone
   std::unique_ptr<detail::ThreadHolds> holds_;
 };
 

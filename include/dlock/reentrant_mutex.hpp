@@ -47,10 +47,10 @@
 // the hold keeps the TTL and renewal of its first take, the re-take's LeaseOptions::events are
 // honoured. The hold's renewal stops when its last Lease is destroyed (or when it finds the hold
 // gone); so after a release that failed (connection), the hold is renewed until that Lease dies.
-//   Not yet supported on a ReentrantMutex Lease: extend() (fails with errc::server; the TTL is
-//   the hold's), and Lease::remaining() shows the hold's validity as of the take (it does not
-//   follow the hold's renewals; ReentrantMutex::remaining() does). Client::active_leases()
-//   counts each hold's renewal record besides its Leases.
+// Every Lease of a hold follows the hold: Lease::remaining() is the hold's validity as the
+// watchdog renews it, and Lease::extend(ttl) on any take sets the WHOLE hold's TTL (the hash's
+// PEXPIRE) and the TTL its later renewals use. Client::active_leases() counts holds, not takes:
+// an owner that took the lock three times holds one lease.
 //
 // Fencing: tokens increase strictly across successive holders of the name (Mutex and
 // ReentrantMutex alike); every take of one hold carries the same token. Check them with the

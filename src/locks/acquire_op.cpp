@@ -354,7 +354,7 @@ void release_unwanted(const std::shared_ptr<LeaseRecord>& rec, std::function<voi
     return;
   }
   rec->core->renewals().remove(*rec);
-  rec->core->active_leases_.fetch_sub(1);
+  if (!rec->hold) rec->core->active_leases_.fetch_sub(1);  // a take counts through its hold
   rec->core->eval_now(*rec->scripts.release,
                       encode_evalsha(*rec->scripts.release, rec->scripts.release_keys, rec->release_args()),
                       [rec, then = std::move(then)](Result<Reply>) {

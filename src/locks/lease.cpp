@@ -1,5 +1,7 @@
 #include "dlock/lease.hpp"
 
+#include <atomic>
+
 #include "client_core.hpp"
 #include "renewal/lease_record.hpp"
 #include "scripts/script_call.hpp"
@@ -40,7 +42,17 @@ FencingToken Lease::token() const noexcept { return rec_ ? rec_->token : Fencing
 
 milliseconds Lease::remaining() const noexcept {
   if (!held()) return milliseconds(0);
-  auto left = rec_->valid_until() - BootClock::now();
+  // A take of a shared hold is valid exactly as long as its hold, which the watchdog renews; a
+  // hold in parts as long as its shortest part.
+  const LeaseRecord& valid = rec_->hold ? *rec_->hold : *rec_;
+  if (valid.state() != LeaseRecord::State::held) return milliseconds(0);
+  // (The parent of parts is never renewed: only its parts' validity counts.)
+  auto until = rec_->parts.empty() ? valid.valid_until() : BootClock::time_point::max();
+  for (const auto& part : rec_->parts) {
+    if (part->state() != LeaseRecord::State::held) return milliseconds(0);
+    until = std::min(until, part->valid_until());
+  }
+  auto left = until - BootClock::now();
   if (left.count() <= 0) return milliseconds(0);
   return std::chrono::duration_cast<milliseconds>(left);
 }
@@ -76,6 +88,9 @@ Result<Reply> run_blocking(const std::shared_ptr<LeaseRecord>& rec, const detail
   return r;
 }
 
+Result<void> extend_record(const std::shared_ptr<LeaseRecord>& rec, milliseconds ttl);
+Result<void> release_parts(const std::shared_ptr<LeaseRecord>& parent);
+
 }  // namespace
 
 Result<void> Lease::extend(milliseconds ttl) {
@@ -87,16 +102,45 @@ Result<void> Lease::extend(milliseconds ttl) {
   if (rec_->core->on_loop_thread()) {
     return Error(errc::called_from_event_loop, "Lease::extend() called on the client's event-loop thread");
   }
-  const std::vector<std::string> args = rec_->renew_args(ttl);
+  // A hold in parts is extended part by part; the first failure is the answer (a part found
+  // gone is lost, which loses the whole hold).
+  for (const auto& part : rec_->parts) {
+    if (auto r = extend_record(part, ttl); !r) return r;
+  }
+  if (!rec_->parts.empty()) return {};
+  // A take of a shared hold extends the hold: its TTL is the hold's, renewed as a whole. A
+  // loss found here is the hold's, and reaches every take through the hold's on_lost.
+  return extend_record(rec_->hold ? rec_->hold : rec_, ttl);
+}
+
+namespace {
+
+Result<void> extend_record(const std::shared_ptr<LeaseRecord>& rec, milliseconds ttl) {
+  if (rec->state() != LeaseRecord::State::held) {
+    return Error(errc::not_owner, describe(*rec) + " is no longer held by this lease");
+  }
+  const std::vector<std::string> args = rec->renew_args(ttl);
   const auto sent = BootClock::now();
-  auto rec = rec_;
+  // Set on the loop thread when a watchdog renewal was sent while the extension was in flight:
+  // it carries the OLD TTL and, landing after the extension, cut the key's TTL back.
+  auto raced = std::make_shared<std::atomic<bool>>(false);
   Result<Reply> r = run_blocking(rec, *rec->scripts.renew, rec->scripts.renew_keys, args,
-                                 [rec, ttl, sent](const Result<Reply>& reply) {
+                                 [rec, ttl, sent, raced](const Result<Reply>& reply) {
                                    // On the loop thread, so the scheduler sees the new TTL in order.
                                    if (!reply.ok() || !reply->is_integer()) return;
-                                   if (reply->integer() == 1) rec->core->renewals().extended(rec, ttl, sent);
-                                   else rec->core->renewals().lose(rec, LossReason::taken);
+                                   if (reply->integer() != 1) return rec->core->renewals().lose(rec, LossReason::taken);
+                                   // Replies keep their order on a connection: a renewal still in
+                                   // flight now was sent after the extension.
+                                   raced->store(rec->renewal.renew_in_flight);
+                                   rec->core->renewals().extended(rec, ttl, sent);
                                  });
+  if (r.ok() && r->is_integer() && r->integer() == 1 && raced->load()) {
+    // Renew once more with the new TTL: sent after the racing renewal, it lands after it. Later
+    // renewals use the new TTL, so when extend() returns the key has it.
+    r = run_blocking(rec, *rec->scripts.renew, rec->scripts.renew_keys, args, [rec](const Result<Reply>& reply) {
+      if (reply.ok() && reply->is_integer() && reply->integer() == 0) rec->core->renewals().lose(rec, LossReason::taken);
+    });
+  }
   if (!r.ok()) return r.error();
   if (r->is_error()) return Error(detail::classify_error_reply(*r), describe(*rec) + ": " + r->str());
   if (!r->is_integer() || r->integer() != 1) {
@@ -104,6 +148,8 @@ Result<void> Lease::extend(milliseconds ttl) {
   }
   return {};
 }
+
+}  // namespace
 
 Result<void> Lease::release() noexcept {
   if (!rec_) return {};
@@ -117,11 +163,13 @@ Result<void> Lease::release() noexcept {
       }
       return {};  // another thread is releasing it
     }
-    rec->core->active_leases_.fetch_sub(1);
+    // A take is counted through its hold; a hold in parts through its parts.
+    if (!rec->hold && rec->parts.empty()) rec->core->active_leases_.fetch_sub(1);
     if (rec->core->is_shut_down()) {
       rec->finish_release();
       return Error(errc::shutdown, "client is shut down; " + describe(*rec) + " expires at its TTL");
     }
+    if (!rec->parts.empty()) return release_parts(rec);
     // Renewal is cancelled before the release is sent. A renewal already under way that crosses
     // the release finds the key gone and changes nothing: the renew script never re-creates a
     // key, and its reply is ignored once the lease is releasing.
@@ -155,5 +203,51 @@ Result<void> Lease::release() noexcept {
     return Error(errc::server, "release failed: out of memory");
   }
 }
+
+namespace {
+
+// Releases every part of a hold (each with its own scripts, as one Lease would), then the parent.
+// Its outcome: lock_lost if any part was no longer ours, else the first transport error, else ok.
+Result<void> release_parts(const std::shared_ptr<LeaseRecord>& parent) {
+  bool lost = false;
+  std::optional<Error> failed;
+  for (const auto& part : parent->parts) {
+    if (!part->begin_release()) {
+      lost = lost || part->state() == LeaseRecord::State::lost;
+      continue;
+    }
+    part->core->active_leases_.fetch_sub(1);
+    part->core->post([part] { part->core->renewals().remove(*part); });
+    const std::vector<std::string> args = part->release_args();
+    if (part->core->on_loop_thread()) {
+      part->core->eval(*part->scripts.release, part->scripts.release_keys, args,
+                       [part](Result<Reply>) { part->finish_release(); });
+      if (!failed) failed = Error(errc::called_from_event_loop, "release of " + describe(*parent) +
+                                                                    " sent from the event-loop thread; its outcome is not awaited");
+      continue;
+    }
+    Result<Reply> r = run_blocking(part, *part->scripts.release, part->scripts.release_keys, args);
+    part->finish_release();
+    if (!r.ok() || r->is_error()) {
+      if (!failed) {
+        failed = r.ok() ? Error(detail::classify_error_reply(*r), "release of " + describe(*parent) + ": " + r->str())
+                        : Error(r.code(), "release of " + describe(*parent) + " failed (" + r.error().what() +
+                                              "); the keys expire at their TTL");
+      }
+    } else if (!r->is_integer() || (r->integer() != 1 && r->integer() != 2)) {
+      lost = true;
+    }
+  }
+  if (lost) {
+    parent->mark_lost(LossReason::taken);
+    return Error(errc::lock_lost, describe(*parent) +
+                                      " was no longer wholly held by this owner at release (expired or taken over)");
+  }
+  parent->finish_release();
+  if (failed) return *failed;
+  return {};
+}
+
+}  // namespace
 
 }  // namespace dlock

@@ -1,10 +1,14 @@
 #include "dlock/multi_lock.hpp"
 
 #include <algorithm>
+#include <condition_variable>
+#include <mutex>
+#include <optional>
 
 #include "client_core.hpp"
 #include "io/command.hpp"
 #include "locks/acquire_op.hpp"
+#include "locks/multi_lock_ordered.hpp"
 #include "locks/script_attempt.hpp"
 #include "locks/thread_holds.hpp"
 #include "util/names.hpp"
@@ -26,6 +30,11 @@ namespace {
 constexpr milliseconds release_marker_ttl{30000};
 
 }  // namespace
+
+namespace detail {
+void MultiLockAccess::force_ordered(MultiLock& m, bool on) { m.force_ordered_ = on; }
+bool MultiLockAccess::ordered(const MultiLock& m) { return m.ordered(); }
+}  // namespace detail
 
 MultiLock::MultiLock(Client& client, std::vector<std::string> names, LeaseOptions lease)
     : core_(client.core()), names_(std::move(names)), holds_(std::make_unique<ThreadHolds>()) {
@@ -67,9 +76,18 @@ MultiLock::MultiLock(Client& client, std::vector<std::string> names, LeaseOption
   // A forced unlock is announced on the lock's channel; the first lock's is listened to (the
   // renewal that follows a revocation checks every lock anyway).
   spec->hold.channel = keys_.front() + ":ch";
+  auto ordered = std::make_shared<OrderedMultiSpec>();
+  ordered->name = display_;
+  ordered->groups = slot_groups(keys_);
+  for (const auto& group : ordered->groups) ordered->holds.push_back(multi_hold_scripts(group));
+  ordered->lease = lease;
+  single_slot_ = ordered->groups.size() == 1;
+  ordered_spec_ = std::move(ordered);
   spec->lease = std::move(lease);
   spec_ = std::move(spec);
 }
+
+bool MultiLock::ordered() const noexcept { return force_ordered_ || (core_->cluster_mode() && !single_slot_); }
 
 MultiLock::~MultiLock() = default;  // ThreadHolds releases what lock() took
 
@@ -81,7 +99,8 @@ AcquireRequest MultiLock::request(WaitOptions wait) const {
   req.watch_keys = keys_;
   req.what = "MultiLock '" + display_ + "' on " + core_->address().display();
   req.wait = wait;
-  req.attempt = script_attempt(core_, spec_);
+  // One script iff it can reach every key: not on Cluster, or all keys in one slot.
+  req.attempt = ordered() ? ordered_multi_attempt(core_, ordered_spec_) : script_attempt(core_, spec_);
   return req;
 }
 
@@ -99,21 +118,34 @@ Result<std::vector<FencingToken>> MultiLock::tokens(const Lease& lease) const {
   if (core_->on_loop_thread()) {
     return Error(errc::called_from_event_loop, what + " on the client's event-loop thread");
   }
-  std::vector<std::string> args{"MGET"};
-  for (const auto& key : keys_) args.push_back(key + ":fence");
-  auto wait = std::make_shared<SyncWait<Result<Reply>>>();
-  core_->send(format_command(args), [wait](Result<Reply> r) { wait->set(std::move(r)); });
-  Result<Reply> r = wait->wait();
-  if (!r.ok()) return Error(r.code(), what + ": " + r.error().what());
-  const Reply& rep = *r;
-  if (rep.is_error()) return Error(classify_error_reply(rep), what + ": " + rep.str());
-  if (!rep.is_array() || rep.size() != keys_.size()) {
-    return Error(errc::protocol, what + ": unexpected reply " + rep.to_string());
+  // One GET per counter, sent together: on Cluster the counters may live in different slots.
+  struct Replies {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::vector<std::optional<Result<Reply>>> got;
+    std::size_t left = 0;
+  };
+  auto replies = std::make_shared<Replies>();
+  replies->got.resize(keys_.size());
+  replies->left = keys_.size();
+  for (std::size_t i = 0; i < keys_.size(); ++i) {
+    core_->send(format_command({"GET", keys_[i] + ":fence"}), [replies, i](Result<Reply> r) {
+      std::lock_guard lock(replies->mu);
+      replies->got[i].emplace(std::move(r));
+      if (--replies->left == 0) replies->cv.notify_all();
+    });
+  }
+  {
+    std::unique_lock lock(replies->mu);
+    replies->cv.wait(lock, [&] { return replies->left == 0; });
   }
   std::vector<FencingToken> out;
-  for (std::size_t i = 0; i < rep.size(); ++i) {
-    std::optional<long long> v = rep[i].as_integer();
-    if (!v || *v <= 0) return Error(errc::protocol, what + ": unexpected counter " + rep[i].to_string());
+  for (std::size_t i = 0; i < keys_.size(); ++i) {
+    Result<Reply>& r = *replies->got[i];
+    if (!r.ok()) return Error(r.code(), what + ": " + r.error().what());
+    if (r->is_error()) return Error(classify_error_reply(*r), what + ": " + r->str());
+    std::optional<long long> v = r->as_integer();
+    if (!v || *v <= 0) return Error(errc::protocol, what + ": unexpected counter " + r->to_string());
     out.push_back(FencingToken{static_cast<std::uint64_t>(*v)});
   }
   // Read while held: no counter can have moved (taking any of the locks would have lost it).

@@ -94,7 +94,6 @@ class ReentrantHold {
     for (auto& weak : takes) {
       auto take = weak.lock();
       if (!take || !take->mark_lost(why)) continue;
-      core->active_leases_.fetch_sub(1);
       if (take->events.on_lost) take->events.on_lost(why);
     }
   }
@@ -192,6 +191,8 @@ std::shared_ptr<LeaseRecord> join(const TakeSpec& spec, FencingToken token, long
   HoldScripts s;
   s.renew = &scripts::reentrant_renew;
   s.renew_keys = {l.key};
+  // Lease::extend() renews the hold's record instead; "take" makes the script refuse a direct
+  // renewal of one take (the TTL belongs to the whole hold).
   s.renew_extra = {token_text(l, token), "take"};
   s.release = &scripts::reentrant_release;
   s.release_keys = {l.key, l.latch_prefix + new_take_id()};
@@ -200,9 +201,10 @@ std::shared_ptr<LeaseRecord> join(const TakeSpec& spec, FencingToken token, long
   o.listen_for_revocation = false;  // the hold's record listens for the whole hold
   std::shared_ptr<LeaseRecord> take(new LeaseRecord(core, l.name, spec.owner, token, std::move(s), o, sent),
                                     TakeDeleter{hold});
-  // A re-take leaves the TTL alone: the take is valid as long as its hold.
+  // A re-take leaves the TTL alone: the take is valid as long as its hold, which it follows
+  // (Lease::remaining, extend). Takes are not counted in active_leases(): the hold is.
+  take->hold = hold->record;
   take->set_valid_until(hold->record->valid_until());
-  core->active_leases_.fetch_add(1);
   std::erase_if(hold->takes, [](const std::weak_ptr<LeaseRecord>& w) { return w.expired(); });
   hold->takes.push_back(take);
   return take;

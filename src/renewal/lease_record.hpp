@@ -88,6 +88,14 @@ class LeaseRecord final : public Notifier::Listener {
   const HoldScripts& scripts;
   const LeaseEvents events;
   const bool listen_for_revocation;
+  // A take of a shared hold (ReentrantMutex): the record the watchdog renews for the whole
+  // hold. Lease::remaining() and extend() act on it, and the take does not count in
+  // Client::active_leases() (the hold does). Set before the Lease is handed out, then constant.
+  std::shared_ptr<LeaseRecord> hold;
+  // A hold made of several parts (an ordered MultiLock: one per Cluster slot group), each
+  // renewed by the watchdog with its own scripts: Lease::release(), extend() and remaining()
+  // act on every part; this record itself is never renewed. Set before the Lease is handed out.
+  std::vector<std::shared_ptr<LeaseRecord>> parts;
 
   // ARGV of the renew and release scripts, by the conventions above.
   std::vector<std::string> renew_args(milliseconds ttl) const {

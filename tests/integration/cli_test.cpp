@@ -399,6 +399,8 @@ class CliTest : public ::testing::Test {
   }
 
   std::string path(const std::string& file) const { return dir_ + "/" + file; }
+  ChildProcess& background_process(std::size_t i) { return background_.at(i)->process(); }
+  std::string background_err(std::size_t i) const { return background_.at(i)->err(); }
   static std::string key(const std::string& name) { return "dlock:{" + name + "}"; }
   static std::string foreign_token() { return "0123456789abcdef0123456789abcdef@otherhost:4242:1700000000000"; }
   void hold_foreign(const std::string& name, int ttl_ms = 30000) {
@@ -442,6 +444,14 @@ TEST_F(CliTest, UsageErrorsExit64) {
       {"status"},
       {"status", "--bogus", "x"},
       {"list", "a", "b"},
+      {"run", "x", "--kind", "bogus", "--", "true"},
+      {"run", "x", "--kind", "mutex", "--read", "--", "true"},   // --read is for rw
+      {"run", "x", "--kind", "fair", "--permits", "2", "--", "true"},
+      {"run", "x", "--permits", "0", "--", "true"},
+      {"run", "x", "--permits", "2", "--take", "3", "--", "true"},  // could never be granted
+      {"run", "x", "--read", "--take", "1", "--", "true"},
+      {"run", "never-made", "--kind", "semaphore", "--", "true"},  // no size stored, none given
+      {"acquire", "x", "--ttl", "5s", "--kind", "rw"},            // acquire is for mutexes
   };
   for (const auto& args : bad) {
     auto r = dlock(args);
@@ -932,6 +942,170 @@ TEST_F(CliTest, EveryJsonOutputParses) {
   auto busy = dlock({"--json", "run", "j-busy2", "--", "true"});
   EXPECT_EQ(busy.exit_code, 0);
   parse_json(last_line(busy.err), "run --json (2)");
+}
+
+// ------------------------------------------------------------------------ lock kinds (#4)
+
+// Upper bounds on waits, stretched by DLOCK_TEST_TIME_SCALE (sanitizer builds start every dlock
+// process instrumented, and the machine may be loaded).
+milliseconds scaled(milliseconds d) {
+  const char* s = std::getenv("DLOCK_TEST_TIME_SCALE");
+  const double f = s != nullptr ? std::atof(s) : 1.0;
+  return milliseconds(static_cast<long long>(static_cast<double>(d.count()) * std::max(1.0, f)));
+}
+
+// The text of `file` once a background command wrote it (empty if it did not in time).
+std::string wait_for_text(const std::string& file, milliseconds timeout) {
+  std::string text;
+  eventually([&] { return !(text = read_file(file)).empty(); }, timeout);
+  return text;
+}
+
+// rw: readers hold together (status shows two read holders), a writer is kept out, and a
+// forced unlock removes both readers; they stop at their next renewal.
+TEST_F(CliTest, RunReadersShareARwLockAndExcludeWriters) {
+  for (const char* n : {"r1", "r2"}) {
+    background({"run", "--read", "--ttl", "1s", "--grace", "200ms", "rw", "--",
+                "sh", "-c", std::string("echo $DLOCK_KIND > ") + path(n) + "; while :; do sleep 0.05; done"});
+  }
+  EXPECT_EQ(wait_for_text(path("r1"), scaled(5s)), "rw\n") << background_err(0);
+  EXPECT_EQ(wait_for_text(path("r2"), scaled(5s)), "rw\n") << background_err(1);
+  auto status = dlock({"--json", "status", "rw"});
+  ASSERT_EQ(status.exit_code, 0) << describe(status);
+  auto j = parse_json(status.out, "status rw");
+  EXPECT_EQ(j["kind"].str(), "rw");
+  EXPECT_EQ(j["state"].str(), "held");
+  ASSERT_EQ(j["holders"].items.size(), 2u);
+  for (const auto& h : j["holders"].items) {
+    EXPECT_EQ(h["mode"].str(), "read");
+    EXPECT_TRUE(std::regex_match(h["owner"].str(), kOwnerToken)) << h["owner"].str();
+  }
+  auto writer = dlock({"run", "--kind", "rw", "rw", "--no-wait", "--", "true"});
+  EXPECT_EQ(writer.exit_code, 75) << describe(writer);
+  auto another_reader = dlock({"run", "--read", "rw", "--no-wait", "--", "true"});
+  EXPECT_EQ(another_reader.exit_code, 0) << describe(another_reader);
+  EXPECT_EQ(dlock({"run", "rw", "--no-wait", "--", "true"}).exit_code, 65) << "a mutex on a rw lock: wrong type";
+
+  auto text = dlock({"status", "rw"});
+  EXPECT_NE(text.out.find("kind     rw"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("reader: host"), std::string::npos) << text.out;
+
+  auto unlocked = dlock({"--json", "unlock", "--force", "rw"});
+  ASSERT_EQ(unlocked.exit_code, 0) << describe(unlocked);
+  auto u = parse_json(unlocked.out, "unlock rw");
+  EXPECT_EQ(u["kind"].str(), "rw");
+  EXPECT_EQ(u["removed_holders"].items.size(), 2u);
+  // Readers do not listen for revocation: they learn at their next renewal (every ~330 ms).
+  for (std::size_t i = 0; i < 2; ++i) {
+    auto code = background_process(i).wait_for(scaled(5s));
+    ASSERT_TRUE(code.has_value()) << "a revoked reader kept running";
+    EXPECT_EQ(*code, 70);
+  }
+  EXPECT_EQ(dlock({"run", "--kind", "rw", "rw", "--no-wait", "--", "true"}).exit_code, 0);
+}
+
+// --permits N is the semaphore's size: two holders fill a size of 2, a third is refused, and a
+// caller that says 3 resizes it and gets in. --take K takes K permits at once.
+TEST_F(CliTest, RunSemaphorePermitsIsItsSize) {
+  for (const char* n : {"p1", "p2"}) {
+    background({"run", "--permits", "2", "--ttl", "1s", "--grace", "200ms", "sem", "--",
+                "sh", "-c", std::string("echo $DLOCK_KIND > ") + path(n) + "; while :; do sleep 0.05; done"});
+  }
+  EXPECT_EQ(wait_for_text(path("p1"), scaled(5s)), "semaphore\n") << background_err(0);
+  EXPECT_EQ(wait_for_text(path("p2"), scaled(5s)), "semaphore\n") << background_err(1);
+  auto j = parse_json(dlock({"--json", "status", "sem"}).out, "status sem");
+  EXPECT_EQ(j["kind"].str(), "semaphore");
+  EXPECT_EQ(j["permits_limit"].integer(), 2);
+  ASSERT_EQ(j["holders"].items.size(), 2u);
+  EXPECT_EQ(j["holders"].items[0]["mode"].str(), "permits");
+  EXPECT_EQ(j["holders"].items[0]["count"].integer(), 1);
+
+  auto full = dlock({"run", "--permits", "2", "sem", "--no-wait", "--", "true"});
+  EXPECT_EQ(full.exit_code, 75) << describe(full);
+  auto existing = dlock({"run", "--kind", "semaphore", "sem", "--no-wait", "--", "true"});
+  EXPECT_EQ(existing.exit_code, 75) << "without --permits the stored size is used: " << describe(existing);
+  auto resized = dlock({"-v", "run", "--permits", "3", "sem", "--no-wait", "--", "true"});
+  EXPECT_EQ(resized.exit_code, 0) << describe(resized);
+  EXPECT_NE(resized.err.find("set to 3"), std::string::npos) << resized.err;
+  EXPECT_EQ(raw->cmd({"GET", key("sem") + ":limit"}), "3");
+  EXPECT_EQ(dlock({"run", "--take", "2", "sem", "--no-wait", "--", "true"}).exit_code, 75) << "1 free, 2 wanted";
+  auto json = dlock({"--json", "run", "--permits", "4", "--take", "2", "sem", "--no-wait", "--", "true"});
+  EXPECT_EQ(json.exit_code, 0) << describe(json);
+  auto outcome = parse_json(last_line(json.err), "run semaphore --json");
+  EXPECT_EQ(outcome["kind"].str(), "semaphore");
+  EXPECT_EQ(outcome["permits_taken"].integer(), 2);
+
+  auto listed = parse_json(dlock({"--json", "list"}).out, "list with a semaphore");
+  ASSERT_EQ(listed["count"].integer(), 1);
+  EXPECT_EQ(listed["locks"].items[0]["kind"].str(), "semaphore");
+  EXPECT_NE(dlock({"list"}).out.find("semaphore/4"), std::string::npos);
+
+  auto unlocked = parse_json(dlock({"--json", "unlock", "--force", "sem"}).out, "unlock sem");
+  EXPECT_EQ(unlocked["removed_holders"].items.size(), 2u);
+  EXPECT_EQ(raw->cmd({"GET", key("sem") + ":limit"}), "4") << "the size survives a forced unlock";
+  for (std::size_t i = 0; i < 2; ++i) {
+    auto code = background_process(i).wait_for(scaled(5s));
+    ASSERT_TRUE(code.has_value()) << "a revoked permit holder kept running";
+    EXPECT_EQ(*code, 70);
+  }
+}
+
+// A reentrant run uses the ReentrantMutex layout (a hash with a hold count), and listens for
+// revocation like a mutex run: a forced unlock stops it at once (its renewal is 10 s away).
+TEST_F(CliTest, RunReentrantHoldsTheHashLayoutAndStopsAtOnceWhenRevoked) {
+  auto& bg = background({"run", "--kind", "reentrant", "--grace", "500ms", "re", "--",
+                         "sh", "-c", "echo $DLOCK_FENCING_TOKEN > " + path("tok") + "; while :; do sleep 0.05; done"});
+  const std::string token = wait_for_text(path("tok"), scaled(5s));
+  ASSERT_FALSE(token.empty()) << bg.err();
+  EXPECT_EQ(raw->cmd({"TYPE", key("re")}), "hash");
+  EXPECT_EQ(raw->cmd({"HGET", key("re"), ":fence"}) + "\n", token);
+  auto j = parse_json(dlock({"--json", "status", "re"}).out, "status reentrant");
+  EXPECT_EQ(j["kind"].str(), "reentrant");
+  ASSERT_EQ(j["holders"].items.size(), 1u);
+  EXPECT_EQ(j["holders"].items[0]["count"].integer(), 1);
+  EXPECT_EQ(j["holders"].items[0]["token"].text + "\n", token);
+  EXPECT_GT(j["holders"].items[0]["holder"]["pid"].integer(), 0) << "host and pid from the owner identity";
+  EXPECT_EQ(dlock({"run", "re", "--no-wait", "--", "true"}).exit_code, 65) << "a mutex on a reentrant lock";
+  EXPECT_EQ(dlock({"run", "--kind", "reentrant", "re", "--no-wait", "--", "true"}).exit_code, 75);
+  ASSERT_TRUE(eventually([&] { return subscribers("re") == 1; }, scaled(5s))) << "the holder listens for revocation";
+
+  const auto t0 = SteadyClock::now();
+  EXPECT_EQ(dlock({"unlock", "--force", "re"}).exit_code, 0);
+  auto code = bg.process().wait_for(scaled(5s));
+  ASSERT_TRUE(code.has_value()) << bg.err();
+  EXPECT_EQ(*code, 70);
+  EXPECT_LT(ms_since(t0), scaled(2500ms));
+}
+
+// Fair: status shows the queue head first; a forced unlock wakes the head, and the waiters run
+// in the order they came.
+TEST_F(CliTest, RunFairWaitersRunInOrderAndStatusShowsTheQueue) {
+  auto& holder = background({"run", "--kind", "fair", "--grace", "500ms", "fq", "--",
+                             "sh", "-c", "touch " + path("held") + "; while :; do sleep 0.05; done"});
+  ASSERT_TRUE(eventually([&] { return file_exists(path("held")); }, scaled(5s))) << holder.err();
+  auto queued = [&] { return parse_json(dlock({"--json", "status", "fq"}).out, "status fair")["queue"].items.size(); };
+  background({"run", "--kind", "fair", "fq", "--wait", "30s", "--", "sh", "-c", "echo A >> " + path("order")});
+  ASSERT_TRUE(eventually([&] { return queued() == 1; }, scaled(5s)));
+  background({"run", "--kind", "fair", "fq", "--wait", "30s", "--", "sh", "-c", "echo B >> " + path("order")});
+  ASSERT_TRUE(eventually([&] { return queued() == 2; }, scaled(5s)));
+
+  auto j = parse_json(dlock({"--json", "status", "fq"}).out, "status fair queue");
+  EXPECT_EQ(j["kind"].str(), "fair");
+  EXPECT_EQ(j["waiters"].integer(), 2);
+  EXPECT_EQ(j["queue"].items[0]["role"].str(), "fair_queue");
+  EXPECT_GT(j["queue"].items[0]["ttl_ms"].integer(), 0);
+  auto text = dlock({"status", "fq"});
+  EXPECT_NE(text.out.find("queue    1. host"), std::string::npos) << text.out;
+
+  // The holder listens for revocation (fair waiters listen on their own channels).
+  ASSERT_TRUE(eventually([&] { return subscribers("fq") == 1; }, scaled(5s))) << holder.err();
+  auto unlocked = parse_json(dlock({"--json", "unlock", "--force", "fq"}).out, "unlock fair");
+  EXPECT_EQ(unlocked["kind"].str(), "fair");
+  EXPECT_EQ(unlocked["woken_head"].str(), j["queue"].items[0]["id"].str());
+  ASSERT_TRUE(eventually([&] { return read_file(path("order")) == "A\nB\n"; }, scaled(10s))) << read_file(path("order"));
+  auto code = holder.process().wait_for(scaled(5s));
+  ASSERT_TRUE(code.has_value());
+  EXPECT_EQ(*code, 70);
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <cstdlib>
 #include <atomic>
 #include <chrono>
 #include <future>
@@ -15,6 +16,7 @@
 
 #include "dlock/dlock.hpp"
 #include "dlock/multi_lock.hpp"
+#include "locks/multi_lock_ordered.hpp"
 #include "scripts/script.hpp"
 #include "support/lock_helpers.hpp"
 #include "support/raw_connection.hpp"
@@ -290,6 +292,159 @@ TEST_F(MultiLockTest, ReleaseIsIdempotent) {
   m.unlock();
   EXPECT_FALSE(m.lost());
   EXPECT_EQ(exists(key_of("a")), 0);
+}
+
+// ------------------------------------------------- the ordered path (Cluster, keys across slots)
+//
+// A standalone server has no slots, so these tests force the ordered path through the internal
+// hook; the Redis commands it sends are the ones it sends on a Cluster (one slot group each).
+
+using dlock::detail::MultiLockAccess;
+
+// Upper bounds on waits, stretched by DLOCK_TEST_TIME_SCALE (sanitizer builds are slower).
+milliseconds scaled(milliseconds d) {
+  const char* s = std::getenv("DLOCK_TEST_TIME_SCALE");
+  const double f = s != nullptr ? std::atof(s) : 1.0;
+  return milliseconds(static_cast<long long>(static_cast<double>(d.count()) * std::max(1.0, f)));
+}
+
+TEST_F(MultiLockTest, OneScriptUnlessOnClusterAcrossSlots) {
+  dlock::MultiLock m(*client, {"a", "b", "c"});
+  EXPECT_FALSE(MultiLockAccess::ordered(m)) << "standalone: one script";
+  MultiLockAccess::force_ordered(m);
+  EXPECT_TRUE(MultiLockAccess::ordered(m));
+  // Slot groups: keys of one slot together, groups in the order of their first key.
+  const auto groups = dlock::detail::slot_groups({"p{x}1", "p{y}", "p{x}2"});
+  ASSERT_EQ(groups.size(), 2u);
+  EXPECT_EQ(groups[0], (std::vector<std::string>{"p{x}1", "p{x}2"}));
+  EXPECT_EQ(groups[1], (std::vector<std::string>{"p{y}"}));
+  EXPECT_EQ(dlock::detail::slot_groups(m.keys()).size(), 3u) << "a, b and c hash to three slots";
+}
+
+// All or nothing: a busy lock makes the try give back what it took BEFORE it reports busy, and
+// a waiting MultiLock holds no part of its set (a Mutex on one of its names gets in).
+TEST_F(MultiLockTest, OrderedAllOrNothingAndPartialHoldsReleasedAtOnce) {
+  dlock::Client other(server->url());
+  dlock::Mutex mc(other, "c");
+  auto held_c = mc.acquire(no_wait());
+  ASSERT_TRUE(held_c.ok()) << held_c.error().what();
+  dlock::MultiLock m(*client, {"d", "c", "b", "a"});
+  MultiLockAccess::force_ordered(m);
+
+  for (int i = 0; i < 20; ++i) {
+    auto busy = m.acquire(no_wait());
+    ASSERT_EQ(busy.code(), make_error_code(dlock::errc::busy)) << busy.error().what();
+    // Checked on another connection right after the reply: a and b (taken before c) are free.
+    ASSERT_EQ(exists(key_of("a")), 0) << "try " << i;
+    ASSERT_EQ(exists(key_of("b")), 0) << "try " << i;
+    ASSERT_EQ(exists(key_of("d")), 0) << "d comes after the busy c: never taken";
+  }
+  EXPECT_EQ(client->active_leases(), 0u);
+
+  // While the MultiLock waits for c, a Mutex on a gets in: no part is held while waiting.
+  auto waiting = std::async(std::launch::async, [&] { return m.acquire(dlock::WaitOptions{20s, 10s}); });
+  dlock::Mutex ma(other, "a");
+  std::this_thread::sleep_for(100ms);
+  ASSERT_TRUE(eventually(
+      [&] {
+        auto a = ma.acquire(no_wait());
+        return a.ok() && a->release().ok();
+      },
+      scaled(3s)));
+
+  const auto t0 = SteadyClock::now();
+  ASSERT_TRUE(held_c->release().ok());  // its "released" wakes the waiter at once
+  ASSERT_EQ(waiting.wait_for(scaled(5s)), std::future_status::ready);
+  auto lease = waiting.get();
+  ASSERT_TRUE(lease.ok()) << lease.error().what();
+  EXPECT_LT(ms_since(t0), scaled(2s));
+  for (const char* n : {"a", "b", "c", "d"}) EXPECT_EQ(get(key_of(n)), lease->owner()) << n;
+  auto tokens = m.tokens(*lease);
+  ASSERT_TRUE(tokens.ok()) << tokens.error().what();
+  ASSERT_EQ(tokens->size(), 4u);
+  EXPECT_EQ(lease->token(), tokens->front()) << "the Lease's token is the first name's";
+  EXPECT_EQ(client->active_leases(), 4u) << "one renewal record per slot group";
+  ASSERT_TRUE(lease->release().ok());
+  for (const char* n : {"a", "b", "c", "d"}) EXPECT_EQ(exists(key_of(n)), 0) << n;
+  EXPECT_EQ(client->active_leases(), 0u);
+}
+
+// Two sets over overlapping names, given in opposite orders, taken from many threads of two
+// Clients: every thread finishes (no deadlock) and no name is ever held twice.
+TEST_F(MultiLockTest, OrderedOverlappingSetsInOppositeOrdersNeverDeadlock) {
+  constexpr int kThreadsPerSet = 4;
+  constexpr int kIters = 10;
+  dlock::Client other(server->url());
+  dlock::MultiLock forward(*client, {"a", "b", "c", "d"});
+  dlock::MultiLock backward(other, {"e", "d", "c", "b"});
+  dlock::MultiLock single_script(other, {"c", "a"});  // the one-script path joins in
+  MultiLockAccess::force_ordered(forward);
+  MultiLockAccess::force_ordered(backward);
+  std::map<std::string, std::atomic<int>> inside;
+  for (const char* n : {"a", "b", "c", "d", "e"}) inside[n].store(0);
+  std::atomic<int> overlaps{0}, failures{0}, done{0};
+  auto worker = [&](dlock::MultiLock& m) {
+    for (int i = 0; i < kIters; ++i) {
+      auto lease = m.acquire(dlock::WaitOptions{scaled(30s), 200ms});
+      if (!lease.ok()) {
+        ADD_FAILURE() << "acquire: " << lease.error().what();
+        failures.fetch_add(1);
+        return;
+      }
+      for (const auto& n : m.names()) {
+        if (inside[n].fetch_add(1) != 0) overlaps.fetch_add(1);
+      }
+      std::this_thread::sleep_for(1ms);
+      for (const auto& n : m.names()) inside[n].fetch_sub(1);
+      if (!lease->release().ok()) failures.fetch_add(1);
+      done.fetch_add(1);
+    }
+  };
+  const auto t0 = SteadyClock::now();
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreadsPerSet; ++t) {
+    threads.emplace_back(worker, std::ref(forward));
+    threads.emplace_back(worker, std::ref(backward));
+  }
+  threads.emplace_back(worker, std::ref(single_script));
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(overlaps.load(), 0);
+  EXPECT_EQ(done.load(), (2 * kThreadsPerSet + 1) * kIters);
+  EXPECT_LT(ms_since(t0), scaled(30s));
+  for (const char* n : {"a", "b", "c", "d", "e"}) EXPECT_EQ(exists(key_of(n)), 0) << n;
+  EXPECT_EQ(client->active_leases(), 0u);
+  EXPECT_EQ(other.active_leases(), 0u);
+}
+
+// Each slot group is renewed on its own; losing one loses the Lease once and frees the others
+// at once. extend() and remaining() act on every group.
+TEST_F(MultiLockTest, OrderedHoldIsRenewedExtendedAndLostAsAWhole) {
+  dlock::LeaseOptions o = watchdog(900ms);  // renewed every 300 ms
+  std::atomic<int> lost_calls{0};
+  o.events.on_lost = [&](dlock::LossReason) { lost_calls.fetch_add(1); };
+  dlock::MultiLock m(*client, {"a", "b", "c"}, o);
+  MultiLockAccess::force_ordered(m);
+  auto lease = m.acquire(no_wait());
+  ASSERT_TRUE(lease.ok()) << lease.error().what();
+  std::this_thread::sleep_for(1500ms);  // well past the TTL: only renewals keep it
+  EXPECT_TRUE(lease->held());
+  EXPECT_GT(lease->remaining(), 0ms);
+  for (const char* n : {"a", "b", "c"}) EXPECT_EQ(get(key_of(n)), lease->owner()) << n;
+
+  ASSERT_TRUE(lease->extend(20000ms).ok());
+  for (const char* n : {"a", "b", "c"}) EXPECT_GT(raw->cmd_int({"PTTL", key_of(n)}), 15000) << n;
+  EXPECT_GT(lease->remaining(), 15000ms);
+
+  raw->cmd({"DEL", key_of("b")});
+  ASSERT_TRUE(lease->extend(20000ms).code() == make_error_code(dlock::errc::not_owner));
+  ASSERT_TRUE(eventually([&] { return lease->lost(); }, scaled(3s)));
+  ASSERT_TRUE(eventually([&] { return exists(key_of("a")) == 0 && exists(key_of("c")) == 0; }, scaled(3s)))
+      << "the groups still held were not freed";
+  std::this_thread::sleep_for(200ms);
+  EXPECT_EQ(lost_calls.load(), 1) << "on_lost runs once for the whole set";
+  EXPECT_EQ(lease->release().code(), make_error_code(dlock::errc::lock_lost));
+  EXPECT_EQ(client->active_leases(), 0u);
 }
 
 }  // namespace

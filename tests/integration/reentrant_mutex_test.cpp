@@ -133,11 +133,13 @@ TEST_F(ReentrantMutexTest, LeasesOfOneHoldShareTheTokenAndReleaseInAnyOrder) {
   EXPECT_EQ(inner->owner(), outer->owner());
   EXPECT_EQ(hget(m.key(), outer->owner()), "2");
   EXPECT_EQ(hget(m.key(), ":fence"), std::to_string(outer->token().value));
-  // Not supported (yet) on one take: the TTL is the whole hold's. It fails and changes nothing.
+  // extend() on one take extends the whole hold, and every take of it follows.
   auto ext = inner->extend(60000ms);
-  EXPECT_EQ(ext.code(), make_error_code(dlock::errc::server)) << ext.error().what();
+  ASSERT_TRUE(ext.ok()) << ext.error().what();
   EXPECT_TRUE(inner->held());
-  EXPECT_LE(raw->cmd_int({"PTTL", m.key()}), 30000);
+  EXPECT_GT(raw->cmd_int({"PTTL", m.key()}), 30000);
+  EXPECT_GT(outer->remaining(), 30000ms) << "the outer take does not follow its hold's extension";
+  EXPECT_GT(inner->remaining(), 30000ms);
 
   // The outer Lease first: the inner one still holds the lock.
   ASSERT_TRUE(outer->release().ok());
@@ -548,3 +550,81 @@ TEST_F(ReentrantMutexTest, WrongTypeBothWays) {
 }
 
 }  // namespace
+
+// ------------------------------------------------------- leases follow their hold (issue #4)
+
+// A take's remaining() follows the hold as the watchdog renews it: after several TTLs it is
+// still positive (a take that kept its first validity would be at 0), and extend() through any
+// take moves every take's validity and the hold's later renewals.
+TEST_F(ReentrantMutexTest, TakesFollowTheHoldsRenewalsAndExtension) {
+  auto opts = with_owner("follower");
+  opts.lease.mode = dlock::LeaseMode::watchdog;
+  opts.lease.ttl = 300ms;  // renewed every 100 ms
+  ReentrantMutex m(*client, "follow", opts);
+  auto outer = m.acquire();
+  ASSERT_TRUE(outer.ok()) << outer.error().what();
+  auto inner = m.acquire(no_wait());
+  ASSERT_TRUE(inner.ok()) << inner.error().what();
+
+  // Four TTLs: without renewals followed, both takes' validity would have run out.
+  const auto t0 = SteadyClock::now();
+  while (SteadyClock::now() - t0 < 1200ms) {
+    ASSERT_GT(outer->remaining(), 0ms) << "after " << ms_since(t0).count() << " ms";
+    ASSERT_GT(inner->remaining(), 0ms) << "after " << ms_since(t0).count() << " ms";
+    ASSERT_LE(inner->remaining(), 300ms);
+    std::this_thread::sleep_for(25ms);
+  }
+
+  ASSERT_TRUE(outer->extend(20000ms).ok());
+  EXPECT_GT(raw->cmd_int({"PTTL", m.key()}), 15000);
+  EXPECT_GT(inner->remaining(), 15000ms);
+  EXPECT_GT(outer->remaining(), 15000ms);
+  // Renewals now use the extended TTL: the key's PTTL stays far above the first 300 ms.
+  std::this_thread::sleep_for(400ms);
+  EXPECT_GT(raw->cmd_int({"PTTL", m.key()}), 10000);
+  EXPECT_EQ(hget(m.key(), outer->owner()), "2");
+
+  // A hold that is gone: extend() through a take fails with not_owner and every take is lost.
+  ASSERT_EQ(raw->cmd_int({"DEL", m.key()}), 1);
+  auto gone = inner->extend(5000ms);
+  EXPECT_EQ(gone.code(), make_error_code(dlock::errc::not_owner)) << gone.error().what();
+  ASSERT_TRUE(eventually([&] { return outer->lost() && inner->lost(); }, 2000ms));
+  EXPECT_EQ(outer->remaining(), 0ms);
+  EXPECT_EQ(exists(m.key()), 0) << "extend() re-created a hold that was gone";
+}
+
+// Client::active_leases() counts holds, not takes: one owner's three takes are one lease, two
+// owners' holds of two locks are two, and releasing takes changes the count only at the last.
+TEST_F(ReentrantMutexTest, ActiveLeasesCountsHoldsNotTakes) {
+  ASSERT_EQ(client->active_leases(), 0u);
+  ReentrantMutex a(*client, "count-a", with_owner("one"));
+  auto b_opts = with_owner("two");
+  b_opts.lease.ttl = 600ms;  // renewed every 200 ms: the loss below is found quickly
+  ReentrantMutex b(*client, "count-b", b_opts);
+  auto a1 = a.acquire();
+  ASSERT_TRUE(a1.ok()) << a1.error().what();
+  auto a2 = a.acquire(no_wait());
+  ASSERT_TRUE(a2.ok()) << a2.error().what();
+  a.lock();
+  EXPECT_EQ(client->active_leases(), 1u) << "three takes of one hold";
+  auto b1 = b.acquire();
+  ASSERT_TRUE(b1.ok()) << b1.error().what();
+  EXPECT_EQ(client->active_leases(), 2u);
+
+  ASSERT_TRUE(a2->release().ok());
+  a.unlock();
+  EXPECT_EQ(client->active_leases(), 2u) << "the hold of count-a is still held by a1";
+  ASSERT_TRUE(a1->release().ok());
+  // The hold leaves the watchdog when its last take's record is gone.
+  *a1 = dlock::Lease();
+  *a2 = dlock::Lease();
+  ASSERT_TRUE(eventually([&] { return client->active_leases() == 1u; }, 2000ms)) << client->active_leases();
+  // A lost hold stops counting once, not once per take.
+  auto b2 = b.acquire(no_wait());
+  ASSERT_TRUE(b2.ok()) << b2.error().what();
+  ASSERT_EQ(raw->cmd_int({"DEL", b.key()}), 1);
+  ASSERT_TRUE(eventually([&] { return b1->lost() && b2->lost(); }, 5000ms));
+  EXPECT_EQ(client->active_leases(), 0u);
+  std::this_thread::sleep_for(100ms);
+  EXPECT_EQ(client->active_leases(), 0u) << "the count went below zero (wrapped)";
+}

@@ -1,0 +1,136 @@
+// dlock::inspect: one read-only script takes a consistent snapshot of every key of the name's
+// layout (admin_inspect.lua); PUBSUB NUMSUB adds the channel's subscribers (not callable from a
+// script).
+#include <condition_variable>
+#include <mutex>
+
+#include "admin/admin_call.hpp"
+#include "client_core.hpp"
+#include "io/command.hpp"
+
+namespace dlock {
+
+namespace detail::scripts {
+extern const Script admin_inspect;
+}
+
+namespace {
+
+using std::chrono::milliseconds;
+
+std::optional<std::uint64_t> unsigned_of(const Reply& r) {
+  auto v = r.as_integer();
+  if (!v || *v < 0) return std::nullopt;
+  return static_cast<std::uint64_t>(*v);
+}
+
+Error malformed(const std::string& what, const Reply& r) {
+  return Error(errc::protocol, what + ": unexpected reply " + r.to_string());
+}
+
+// Parses admin_inspect.lua's reply for `name`.
+Result<LockInfo> parse_info(std::string_view name, const std::string& key, const Reply& rep, const std::string& what) {
+  if (!rep.is_array() || rep.size() != 8 || !rep[0].is_string() || !rep[2].is_integer() || !rep[6].is_array() ||
+      !rep[7].is_array()) {
+    return malformed(what, rep);
+  }
+  LockInfo info;
+  info.name = std::string(name);
+  info.key = key;
+  info.kind = detail::lock_kind_from(rep[0].str());
+  info.redis_type = rep[1].str();
+  if (rep[2].integer() >= 0) info.key_ttl = milliseconds(rep[2].integer());
+  if (rep[3].is_string()) info.fencing_counter = unsigned_of(rep[3]);
+  if (rep[4].is_string()) info.permits_limit = rep[4].as_integer();
+  if (rep[5].is_string()) info.value = rep[5].str();
+  for (const Reply& h : rep[6].elements()) {
+    if (!h.is_array() || h.size() != 5 || !h[2].is_integer() || !h[3].is_integer()) return malformed(what, rep);
+    LockHolder holder;
+    holder.owner = h[0].str();
+    holder.mode = detail::holder_mode_from(h[1].str());
+    if (h[2].integer() >= 0) holder.ttl = milliseconds(h[2].integer());
+    holder.count = h[3].integer();
+    if (h[4].is_string()) holder.token = unsigned_of(h[4]);
+    info.holders.push_back(std::move(holder));
+  }
+  for (const Reply& w : rep[7].elements()) {
+    if (!w.is_array() || w.size() != 3 || !w[2].is_integer()) return malformed(what, rep);
+    LockWaiter waiter;
+    waiter.id = w[0].str();
+    waiter.role = w[1].str() == "writer_intent" ? LockWaiter::Role::writer_intent : LockWaiter::Role::fair_queue;
+    waiter.ttl = milliseconds(w[2].integer());
+    info.waiters.push_back(std::move(waiter));
+  }
+  return info;
+}
+
+// The replies of one batch, filled on the loop thread.
+struct Batch {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<std::optional<Result<Reply>>> scripts;
+  std::vector<std::optional<Result<Reply>>> numsubs;
+  std::size_t left = 0;
+
+  void set(std::vector<std::optional<Result<Reply>>>& slot, std::size_t i, Result<Reply> r) {
+    std::lock_guard lock(mu);
+    slot[i].emplace(std::move(r));
+    if (--left == 0) cv.notify_all();
+  }
+};
+
+}  // namespace
+
+Result<std::vector<LockInfo>> inspect(Client& client, const std::vector<std::string>& names) {
+  const auto& core = client.core();
+  if (core->on_loop_thread()) return Error(errc::called_from_event_loop, "inspect() called on the client's event-loop thread");
+  if (core->is_shut_down()) return Error(errc::shutdown, "inspect(): the client is shut down");
+  std::vector<std::string> keys;
+  keys.reserve(names.size());
+  for (const auto& name : names) {
+    auto key = detail::admin_lock_key(client, name);
+    if (!key) return key.error();
+    keys.push_back(std::move(*key));
+  }
+  // Every script and PUBSUB NUMSUB is sent at once: they share the connection's writes.
+  auto batch = std::make_shared<Batch>();
+  batch->scripts.resize(names.size());
+  batch->numsubs.resize(names.size());
+  batch->left = 2 * names.size();
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    const std::string& k = keys[i];
+    core->eval(detail::scripts::admin_inspect,
+               {k, k + ":fence", k + ":queue", k + ":timeouts", k + ":readers", k + ":wintent", k + ":permits",
+                k + ":limit"},
+               {}, [batch, i](Result<Reply> r) { batch->set(batch->scripts, i, std::move(r)); });
+    client.async_command({"PUBSUB", "NUMSUB", k + ":ch"},
+                         [batch, i](Result<Reply> r) { batch->set(batch->numsubs, i, std::move(r)); });
+  }
+  {
+    std::unique_lock lock(batch->mu);
+    batch->cv.wait(lock, [&] { return batch->left == 0; });
+  }
+  std::vector<LockInfo> out;
+  out.reserve(names.size());
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    const std::string what = "inspecting lock '" + names[i] + "' on " + client.address().display();
+    Result<Reply>& r = *batch->scripts[i];
+    if (!r.ok()) return Error(r.code(), what + ": " + r.error().what());
+    if (r->is_error()) return Error(detail::admin_error_code(*r), what + ": " + r->str());
+    auto info = parse_info(names[i], keys[i], *r, what);
+    if (!info) return info.error();
+    Result<Reply>& subs = *batch->numsubs[i];
+    if (!subs.ok()) return Error(subs.code(), what + ": " + subs.error().what());
+    if (subs->is_array() && subs->size() == 2) info->subscribers = (*subs)[1].as_integer().value_or(0);
+    out.push_back(std::move(*info));
+  }
+  return out;
+}
+
+Result<LockInfo> inspect(Client& client, std::string_view name) {
+  auto all = inspect(client, std::vector<std::string>{std::string(name)});
+  if (!all) return all.error();
+  return std::move(all->front());
+}
+
+}  // namespace dlock
