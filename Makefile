@@ -62,3 +62,11 @@ bench-report: bench-build bench-peer-deps
 
 clean:
 	rm -rf $(BUILD)
+
+# libFuzzer targets (not part of make test): each runs FUZZ_SECONDS (default 60) from its corpus
+# in fuzz/corpus/, built with clang + ASan/UBSan into build-fuzz/; see fuzz/README.md.
+FUZZ_SECONDS ?= 60
+.PHONY: fuzz
+fuzz:
+	@scripts/install-deps fuzz
+	FUZZ_SECONDS=$(FUZZ_SECONDS) JOBS=$(JOBS) scripts/fuzz
