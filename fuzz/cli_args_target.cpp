@@ -74,6 +74,7 @@ std::vector<OptionSpec> table_from(std::string_view& in, std::vector<std::string
       name += static_cast<char>('a' + static_cast<unsigned char>(in[0]) % 26);
       in.remove_prefix(1);
     }
+    if (name.size() == 2) break;  // "--" alone is the separator, never an option
     char short_name = (flags & 2) != 0 ? static_cast<char>('a' + (flags >> 3) % 26) : 0;
     // Like every real table, no two options share a name or a short letter.
     bool clash = false;
