@@ -69,3 +69,11 @@ SOAK_SECONDS ?= 600
 .PHONY: soak
 soak: deps $(BUILD)/CMakeCache.txt
 	SOAK_SECONDS=$(SOAK_SECONDS) BUILD=$(BUILD) JOBS=$(JOBS) scripts/soak
+
+# libFuzzer targets (not part of make test): each runs FUZZ_SECONDS (default 60) from its corpus
+# in fuzz/corpus/, built with clang + ASan/UBSan into build-fuzz/; see fuzz/README.md.
+FUZZ_SECONDS ?= 60
+.PHONY: fuzz
+fuzz:
+	@scripts/install-deps fuzz
+	FUZZ_SECONDS=$(FUZZ_SECONDS) JOBS=$(JOBS) scripts/fuzz

@@ -9,7 +9,7 @@ namespace {
 
 // Object functions: hiredis calls these while parsing. Children are stored in place inside
 // their parent's pre-sized vector, so only the root is heap-allocated and freed.
-const ReplyLimits& limits_of(const redisReadTask* task);
+RespReader::Budget& budget_of(const redisReadTask* task);
 
 void* attach(const redisReadTask* task, Reply&& r) {
   if (task->parent != nullptr) {
@@ -22,7 +22,7 @@ void* attach(const redisReadTask* task, Reply&& r) {
 }
 
 void* create_string(const redisReadTask* task, char* str, size_t len) {
-  if (len > limits_of(task).max_bulk) return nullptr;  // hiredis reports "Out of memory"
+  if (len > budget_of(task).limits.max_bulk) return nullptr;  // hiredis reports "Out of memory"
   std::string s(str, len);
   switch (task->type) {
     case REDIS_REPLY_ERROR: return attach(task, Reply::make_error(std::move(s)));
@@ -32,7 +32,9 @@ void* create_string(const redisReadTask* task, char* str, size_t len) {
 }
 
 void* create_array(const redisReadTask* task, int elements) {
-  if (elements < 0 || static_cast<std::size_t>(elements) > limits_of(task).max_elements) return nullptr;
+  RespReader::Budget& budget = budget_of(task);
+  if (elements < 0 || static_cast<std::size_t>(elements) > budget.limits.max_elements - budget.elements) return nullptr;
+  budget.elements += static_cast<std::size_t>(elements);
   std::vector<Reply> v(static_cast<std::size_t>(elements));
   return attach(task, Reply::make_array(std::move(v)));
 }
@@ -48,19 +50,19 @@ void free_object(void* obj) { delete static_cast<Reply*>(obj); }
 redisReplyObjectFunctions functions = {create_string, create_array, create_integer, create_nil,
                                        free_object};
 
-// The limits are reached through the root task's reader privdata.
-const ReplyLimits& limits_of(const redisReadTask* task) {
+// The budget is reached through the root task's reader privdata.
+RespReader::Budget& budget_of(const redisReadTask* task) {
   while (task->parent != nullptr) task = task->parent;
-  return *static_cast<const ReplyLimits*>(task->privdata);
+  return *static_cast<RespReader::Budget*>(task->privdata);
 }
 
 }  // namespace
 
 RespReader::RespReader(ReplyLimits limits)
-    : limits_(limits), reader_(redisReaderCreateWithFunctions(&functions)) {
+    : budget_{limits}, reader_(redisReaderCreateWithFunctions(&functions)) {
   if (reader_ == nullptr) throw std::bad_alloc();
   // hiredis copies reader->privdata into every task's privdata.
-  reader_->privdata = &limits_;
+  reader_->privdata = &budget_;
 }
 
 RespReader::~RespReader() { redisReaderFree(reader_); }
@@ -84,13 +86,14 @@ Result<std::optional<Reply>> RespReader::next() {
     // ("$1000000000") would make us buffer whatever follows. Everything left unconsumed belongs to
     // one incomplete element (consumed bytes are discarded), so it may not outgrow max_bulk plus
     // its header.
-    if (reader_->len - reader_->pos > limits_.max_bulk + 32) {
+    if (reader_->len - reader_->pos > budget_.limits.max_bulk + 32) {
       return Error(errc::protocol, "invalid reply from server: a bulk string exceeds " +
-                                       std::to_string(limits_.max_bulk) + " bytes");
+                                       std::to_string(budget_.limits.max_bulk) + " bytes");
     }
     return std::optional<Reply>{};
   }
   std::unique_ptr<Reply> root(static_cast<Reply*>(obj));
+  budget_.elements = 0;  // the next reply starts with the whole budget
   return std::optional<Reply>(std::move(*root));
 }
 

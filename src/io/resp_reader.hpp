@@ -3,8 +3,10 @@
 // A broken or hostile server must not make the client allocate without bound: hiredis's
 // default reader allocates an array for whatever element count a header announces, and keeps
 // buffering an arbitrarily large bulk string. We build replies with our own object functions,
-// refusing arrays larger than max_elements and strings longer than max_bulk; nesting is bounded
-// by hiredis itself (7 levels).
+// refusing a reply whose arrays announce more than max_elements elements in total and strings
+// longer than max_bulk; nesting is bounded by hiredis itself (7 levels). The element cap is per
+// reply, not per array: per array, a forged header chain ("*1048576" eight times nested, 80
+// bytes) would reserve 8 x max_elements elements, some 600 MB, before a single element arrives.
 #pragma once
 
 #include <cstddef>
@@ -19,7 +21,7 @@ struct redisReader;
 namespace dlock::detail {
 
 struct ReplyLimits {
-  std::size_t max_elements = 1u << 20;       // per array
+  std::size_t max_elements = 1u << 20;       // per reply: all its (nested) arrays together
   std::size_t max_bulk = 512u * 1024 * 1024;  // Redis's own proto-max-bulk-len default
 };
 
@@ -36,10 +38,17 @@ class RespReader {
   // error the stream cannot be resynchronised: the connection must be closed.
   Result<std::optional<Reply>> next();
 
-  const ReplyLimits& limits() const noexcept { return limits_; }
+  const ReplyLimits& limits() const noexcept { return budget_.limits; }
+
+  // What the object functions see (through the reader's privdata): the limits, and how many
+  // array elements the reply being parsed has announced so far.
+  struct Budget {
+    ReplyLimits limits;
+    std::size_t elements = 0;
+  };
 
  private:
-  ReplyLimits limits_;
+  Budget budget_;
   redisReader* reader_;
 };
 

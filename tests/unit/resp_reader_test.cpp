@@ -431,4 +431,57 @@ TEST(RespReader, BulkAtLimitArrivingByteByByteIsNotRejectedEarly) {
   EXPECT_EQ((*got)[0].str(), body);
 }
 
+// ---- the element cap is per reply (found by fuzz/resp_target.cpp) ---------------------------
+
+TEST(RespReader, NestedArraysShareOneElementBudget) {
+  ReplyLimits limits;
+  limits.max_elements = 10;
+  // 2 + 4 + 4 = 10 elements in all: at the cap.
+  const Reply r = parse_one("*2\r\n*4\r\n:1\r\n:2\r\n:3\r\n:4\r\n*4\r\n:5\r\n:6\r\n:7\r\n:8\r\n", limits);
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[1][3].integer(), 8);
+  // 2 + 4 + 5 = 11: refused from the second inner header, though every array alone fits.
+  EXPECT_EQ(parse_error("*2\r\n*4\r\n:1\r\n:2\r\n:3\r\n:4\r\n*5\r\n", limits), dlock::errc::protocol);
+}
+
+TEST(RespReader, ForgedNestedHeadersCannotReserveMoreThanOneReplyBudget) {
+  // Two headers, 20 bytes: with a per-array cap they reserved 2 x 2^20 elements (150 MB) and
+  // waited for more; up to 7 levels of them, over 500 MB.
+  EXPECT_EQ(parse_error("*1048576\r\n*1048576\r\n"), dlock::errc::protocol);
+  EXPECT_EQ(parse_error("*524288\r\n*524288\r\n*1\r\n"), dlock::errc::protocol);
+}
+
+TEST(RespReader, ElementBudgetIsRenewedForEachReply) {
+  ReplyLimits limits;
+  limits.max_elements = 4;
+  RespReader r(limits);
+  const std::string two = "*4\r\n:1\r\n:2\r\n:3\r\n:4\r\n*2\r\n*2\r\n:5\r\n:6\r\n$-1\r\n";
+  ASSERT_TRUE(r.feed(two.data(), two.size()).ok());
+  auto n = r.next();
+  ASSERT_TRUE(n.ok()) << n.error().what();
+  ASSERT_TRUE(n.value().has_value());
+  EXPECT_EQ(n.value()->size(), 4u);
+  n = r.next();
+  ASSERT_TRUE(n.ok()) << n.error().what();
+  ASSERT_TRUE(n.value().has_value());
+  EXPECT_EQ(n.value()->to_string(), "[[5, 6], (nil)]");
+}
+
+TEST(RespReader, ElementBudgetSpansFeedsOfOneReply) {
+  // A reply that arrives in pieces is charged once: waiting for bytes does not renew the budget.
+  ReplyLimits limits;
+  limits.max_elements = 4;
+  RespReader r(limits);
+  const std::string first = "*2\r\n*2\r\n:1\r\n";
+  ASSERT_TRUE(r.feed(first.data(), first.size()).ok());
+  auto n = r.next();
+  ASSERT_TRUE(n.ok()) << n.error().what();
+  EXPECT_FALSE(n.value().has_value());
+  const std::string second = ":2\r\n*1\r\n";  // 2 + 2 + 1 = 5 elements > 4
+  ASSERT_TRUE(r.feed(second.data(), second.size()).ok());
+  n = r.next();
+  EXPECT_FALSE(n.ok());
+  EXPECT_EQ(n.code(), dlock::errc::protocol);
+}
+
 }  // namespace
