@@ -30,16 +30,6 @@ std::string make_dir() {
 
 }  // namespace
 
-double time_scale() {
-  const char* s = std::getenv("DLOCK_TEST_TIME_SCALE");
-  double v = s ? std::atof(s) : 1.0;
-  return v >= 1.0 ? v : 1.0;
-}
-
-std::chrono::milliseconds scaled(std::chrono::milliseconds d) {
-  return std::chrono::milliseconds(static_cast<long long>(static_cast<double>(d.count()) * time_scale()));
-}
-
 Scenario::Scenario(ScenarioOptions opts) : opts_(std::move(opts)), dir_(make_dir()) {
   std::filesystem::create_directories(dir_ + "/resource");
   server_ = std::make_unique<RedisServer>(opts_.server);

@@ -16,13 +16,12 @@
 #include "support/process.hpp"
 #include "support/raw_connection.hpp"
 #include "support/redis_server.hpp"
+#include "support/wait.hpp"
 
 namespace dlock::test {
 
 // DLOCK_TEST_TIME_SCALE (default 1; scripts/sanitize sets 2-3): upper bounds on waits and on
 // the checker's honesty/liveness deadlines are multiplied by it, never lower bounds.
-double time_scale();
-std::chrono::milliseconds scaled(std::chrono::milliseconds d);
 
 struct ScenarioOptions {
   std::string kind = "mutex";  // mutex | fair | rw | sem (see fault_worker.cpp)

@@ -38,12 +38,7 @@ using std::chrono::milliseconds;
 
 using AdminTest = dlock::test::ServerFixture;
 
-// Upper bounds on waits, stretched by DLOCK_TEST_TIME_SCALE (sanitizer builds are slower).
-milliseconds scaled(milliseconds d) {
-  const char* s = std::getenv("DLOCK_TEST_TIME_SCALE");
-  const double f = s != nullptr ? std::atof(s) : 1.0;
-  return milliseconds(static_cast<long long>(static_cast<double>(d.count()) * std::max(1.0, f)));
-}
+using dlock::test::scaled;
 
 dlock::LockInfo inspect_ok(dlock::Client& c, const std::string& name) {
   auto info = dlock::inspect(c, name);

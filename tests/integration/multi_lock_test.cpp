@@ -301,12 +301,7 @@ TEST_F(MultiLockTest, ReleaseIsIdempotent) {
 
 using dlock::detail::MultiLockAccess;
 
-// Upper bounds on waits, stretched by DLOCK_TEST_TIME_SCALE (sanitizer builds are slower).
-milliseconds scaled(milliseconds d) {
-  const char* s = std::getenv("DLOCK_TEST_TIME_SCALE");
-  const double f = s != nullptr ? std::atof(s) : 1.0;
-  return milliseconds(static_cast<long long>(static_cast<double>(d.count()) * std::max(1.0, f)));
-}
+using dlock::test::scaled;
 
 TEST_F(MultiLockTest, OneScriptUnlessOnClusterAcrossSlots) {
   dlock::MultiLock m(*client, {"a", "b", "c"});

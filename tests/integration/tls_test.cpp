@@ -48,12 +48,7 @@ using dlock::test::SteadyClock;
 using dlock::test::TlsCerts;
 using std::chrono::milliseconds;
 
-// DLOCK_TEST_TIME_SCALE (>= 1) stretches every timeout on a slow or loaded machine.
-milliseconds scaled(milliseconds d) {
-  const char* env = std::getenv("DLOCK_TEST_TIME_SCALE");
-  const double scale = env != nullptr ? std::atof(env) : 1.0;
-  return scale > 1.0 ? milliseconds(static_cast<long long>(static_cast<double>(d.count()) * scale)) : d;
-}
+using dlock::test::scaled;
 
 bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 

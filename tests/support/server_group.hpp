@@ -13,19 +13,9 @@
 #include "dlock/client.hpp"
 #include "support/raw_connection.hpp"
 #include "support/redis_server.hpp"
+#include "support/wait.hpp"
 
 namespace dlock::test {
-
-// DLOCK_TEST_TIME_SCALE (default 1): upper bounds of timed expectations are multiplied by it
-// (sanitizer builds run slower); lower bounds never are.
-inline double time_scale() {
-  const char* s = std::getenv("DLOCK_TEST_TIME_SCALE");
-  const double v = s != nullptr ? std::atof(s) : 1.0;
-  return v >= 1.0 ? v : 1.0;
-}
-inline std::chrono::milliseconds scaled(std::chrono::milliseconds d) {
-  return std::chrono::milliseconds(static_cast<long long>(static_cast<double>(d.count()) * time_scale()));
-}
 
 class ServerGroup {
  public:

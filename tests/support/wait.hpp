@@ -2,6 +2,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdlib>
 #include <thread>
 
 namespace dlock::test {
@@ -10,6 +11,18 @@ using SteadyClock = std::chrono::steady_clock;
 
 inline std::chrono::milliseconds ms_since(SteadyClock::time_point t0) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(SteadyClock::now() - t0);
+}
+
+// DLOCK_TEST_TIME_SCALE (default 1, set by scripts/sanitize): upper bounds of timed
+// expectations are multiplied by it, because sanitizer builds run several times slower. Lower
+// bounds never are, and no assertion is loosened by it.
+inline double time_scale() {
+  const char* s = std::getenv("DLOCK_TEST_TIME_SCALE");
+  const double v = s != nullptr ? std::atof(s) : 1.0;
+  return v >= 1.0 ? v : 1.0;
+}
+inline std::chrono::milliseconds scaled(std::chrono::milliseconds d) {
+  return std::chrono::milliseconds(static_cast<long long>(static_cast<double>(d.count()) * time_scale()));
 }
 
 // Polls `pred` until it is true or `timeout` passes; true when it became true.
