@@ -122,4 +122,26 @@ struct ForceUnlockResult {
 // invalid_argument, connection, timeout, auth, server.
 Result<ForceUnlockResult> force_unlock(Client& client, std::string_view name);
 
+// --- Mutex holds by owner token, for a process other than the one that took them -------------
+// (`dlock acquire` prints the owner token; a later `dlock extend` / `dlock release` acts on it.)
+// They run the library's own Mutex scripts, so waiters are woken exactly as by
+// Lease::release() (sharded pub/sub on Cluster).
+
+enum class OwnedRelease {
+  released,          // the key held this owner's token and is gone; waiters were notified
+  already_released,  // this owner released it moments ago (a retry); nothing changed
+  not_held,          // expired, taken over, force-unlocked or never held by this owner
+};
+
+// release_owned(client, name, owner): compare-and-delete of the Mutex `name` for `owner`.
+// Blocks for one round trip (two when it was not held: a TYPE tells wrong_type apart).
+// Errors: wrong_type (the key is not a Mutex lock), invalid_argument, connection, timeout, auth.
+// Not guaranteed: that nobody held the lock meanwhile (fencing tokens tell).
+Result<OwnedRelease> release_owned(Client& client, std::string_view name, std::string_view owner);
+
+// extend_owned(client, name, owner, ttl): sets the Mutex key's TTL to `ttl` while `owner` holds
+// it; never re-creates it. True when extended, false when not held by `owner`. Blocks like
+// release_owned; the same errors, and invalid_argument for ttl <= 0.
+Result<bool> extend_owned(Client& client, std::string_view name, std::string_view owner, milliseconds ttl);
+
 }  // namespace dlock

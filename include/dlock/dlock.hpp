@@ -1,8 +1,10 @@
 // dlock/dlock.hpp — everything: the Client, the lock kinds, leases and fencing.
 #pragma once
 
+#include "dlock/admin.hpp"
 #include "dlock/client.hpp"
 #include "dlock/clock.hpp"
+#include "dlock/deployment.hpp"
 #include "dlock/duration.hpp"
 #include "dlock/error.hpp"
 #include "dlock/fair_lock.hpp"

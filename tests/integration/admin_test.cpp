@@ -282,4 +282,30 @@ TEST_F(AdminTest, InspectManyNamesAtOnce) {
   EXPECT_EQ((*infos)[2].holders.at(0).owner, la->owner());
 }
 
+// A hold taken by one process, released or extended by another through its owner token (what
+// `dlock acquire` / `dlock release` do), with the library's own scripts.
+TEST_F(AdminTest, ReleaseAndExtendByOwnerToken) {
+  dlock::Mutex m(*client, "owned", dlock::test::watchdog(30s));
+  auto lease = m.acquire(dlock::test::no_wait());
+  ASSERT_TRUE(lease.ok());
+  dlock::Client other(server->url());
+  auto ext = dlock::extend_owned(other, "owned", lease->owner(), 60s);
+  ASSERT_TRUE(ext.ok()) << ext.error().what();
+  EXPECT_TRUE(*ext);
+  EXPECT_GT(raw->cmd_int({"PTTL", key_of("owned")}), 31000);
+  EXPECT_FALSE(dlock::extend_owned(other, "owned", "someone-else", 60s).value());
+  EXPECT_EQ(dlock::release_owned(other, "owned", "someone-else").value(), dlock::OwnedRelease::not_held);
+  EXPECT_EQ(dlock::release_owned(other, "owned", lease->owner()).value(), dlock::OwnedRelease::released);
+  EXPECT_EQ(raw->cmd({"EXISTS", key_of("owned")}), "0");
+  EXPECT_EQ(dlock::release_owned(other, "owned", lease->owner()).value(), dlock::OwnedRelease::already_released);
+  EXPECT_FALSE(dlock::extend_owned(other, "owned", lease->owner(), 60s).value());  // never re-created
+  EXPECT_EQ(raw->cmd({"EXISTS", key_of("owned")}), "0");
+
+  raw->cmd({"HSET", key_of("hashed"), "f", "v"});
+  EXPECT_EQ(dlock::release_owned(other, "hashed", "x").code(), dlock::errc::wrong_type);
+  EXPECT_EQ(dlock::extend_owned(other, "hashed", "x", 1s).code(), dlock::errc::wrong_type);
+  EXPECT_EQ(dlock::extend_owned(other, "owned", "x", 0ms).code(), dlock::errc::invalid_argument);
+  EXPECT_EQ(dlock::release_owned(other, "bad{name", "x").code(), dlock::errc::invalid_argument);
+}
+
 }  // namespace
