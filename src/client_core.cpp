@@ -92,6 +92,7 @@ ClientCore::ClientCore(Deployment deployment, ClientOptions options)
     case Deployment::Kind::sentinel:
       // The primary's address is not known yet: its connections start when a sentinel names it.
       primary_ = std::make_unique<Node>(io_, address_, options_, this);
+      notifier_->hold_until_retarget();
       sentinel_ = std::make_unique<SentinelWatcher>(io_, deployment_.nodes, deployment_.master_name, address_, options_,
                                                     [this](Result<ServerAddress> p) { on_primary(std::move(p)); });
       break;
@@ -108,6 +109,7 @@ void ClientCore::on_primary(Result<ServerAddress> primary) {
       discovery_failed_ = true;
       // Commands queued while waiting for the first answer fail now instead of hanging.
       for (auto& c : primary_->conns) c->fail_queued(discovery_error_);
+      notifier_->fail_queued(discovery_error_);
     }
     return;
   }

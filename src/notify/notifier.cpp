@@ -21,7 +21,7 @@ Connection& Notifier::connection(const std::string& key, const ServerAddress& ad
   if (it == conns_.end()) {
     it = conns_.emplace(key, std::make_shared<Connection>(io_, address, options_, this, /*subscriber=*/true)).first;
   }
-  it->second->start();
+  if (!held_) it->second->start();
   return *it->second;
 }
 
@@ -115,9 +115,16 @@ void Notifier::unsubscribe(const std::string& channel, Listener* listener) {
 
 void Notifier::retarget(const ServerAddress& address) {
   primary_ = address;
+  held_ = false;
   if (route_) return;
   auto it = conns_.find("");
-  if (it != conns_.end()) it->second->retarget(address);  // goes down, then ready: resubscribes
+  if (it == conns_.end()) return;
+  it->second->retarget(address);  // goes down, then ready: resubscribes
+  it->second->start();            // the first time: it was held (idle) until now
+}
+
+void Notifier::fail_queued(const Error& why) {
+  for (auto& [key, c] : conns_) c->fail_queued(why);
 }
 
 void Notifier::reroute() {

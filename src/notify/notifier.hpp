@@ -41,6 +41,12 @@ class Notifier final : public Connection::Observer {
   // Loop thread only, before the first subscribe: switch to sharded pub/sub routed by `route`;
   // `suspect` is called when a subscription met a moved slot or a failed node (refresh the map).
   void use_sharded(Route route, std::function<void()> suspect);
+  // Sentinel: no connection is opened until the first retarget() names the primary (the address
+  // given at construction is a sentinel's).
+  void hold_until_retarget() { held_ = true; }
+  // Sentinel: no sentinel could name the primary; subscriptions waiting for it fail with `why`
+  // (they stay registered and are made once the primary is known).
+  void fail_queued(const Error& why);
   // Sentinel: the primary moved; subscriptions are made again there.
   void retarget(const ServerAddress& address);
   // Cluster: the slot map changed; channels whose slot moved are subscribed on the new owner.
@@ -81,6 +87,7 @@ class Notifier final : public Connection::Observer {
   std::uint64_t next_epoch_ = 1;
   Route route_;
   std::function<void()> suspect_;
+  bool held_ = false;
 };
 
 }  // namespace dlock::detail

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <future>
 #include <thread>
 
 #include "dlock/dlock.hpp"
@@ -46,6 +47,27 @@ TEST(SentinelTest, NoSentinelReachableFailsFast) {
   EXPECT_EQ(r.code(), errc::connection) << r.error().what();
   EXPECT_NE(r.error().what().find("sentinel"), std::string::npos) << r.error().what();
   EXPECT_LT(ms_since(t0), 10s);
+}
+
+// A waiter (subscribed to the release channel on the primary, not on a sentinel) is woken by
+// the release through the Sentinel-discovered primary.
+TEST(SentinelTest, WaiterIsWokenByTheRelease) {
+  RedisSentinelGroup group(1, 1);
+  Client holder_client(group.url());
+  Client waiter_client(group.url());
+  Mutex holder(holder_client, "woken", watchdog(30s));
+  Mutex waiter(waiter_client, "woken");
+  auto held = holder.acquire(no_wait());
+  ASSERT_TRUE(held.ok()) << held.error().what();
+  auto pending = std::async(std::launch::async, [&] { return waiter.acquire(WaitOptions{.timeout = 20s}); });
+  RawConnection primary(group.data_node(group.primary()));
+  ASSERT_TRUE(eventually([&] { return primary.cmd_array({"PUBSUB", "NUMSUB", key_of("woken") + ":ch"})[1] == "1"; },
+                         scaled(5s)));
+  const auto t0 = SteadyClock::now();
+  ASSERT_TRUE(held->release().ok());
+  auto got = pending.get();
+  ASSERT_TRUE(got.ok()) << got.error().what();
+  EXPECT_LT(ms_since(t0), 10s);  // the notification, not the 30 s TTL
 }
 
 // The primary is killed while a workload runs and leases are held. Afterwards: the client follows
