@@ -37,9 +37,6 @@ Client::Client(std::string_view url, ClientOptions options) {
   for (auto& node : deployment->nodes) {
     if (auto ok = detail::resolve_tls(node, options.tls); !ok) throw_error(ok.code(), ok.error().what());
   }
-  if (deployment->kind == Deployment::Kind::cluster && options.replication_ack.replicas > 0) {
-    throw_error(make_error_code(errc::invalid_argument), "replication_ack is not supported on Redis Cluster yet");
-  }
   core_ = std::make_shared<detail::ClientCore>(std::move(*deployment), std::move(options));
   core_->start();
 }

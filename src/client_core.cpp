@@ -148,28 +148,34 @@ Connection& ClientCore::ack_connection() {
 
 void ClientCore::eval_acknowledged(const Script& s, std::string payload, ReplyHandler done) {
   if (shut_down_.load() && !work_) return done(Error(errc::shutdown, "client is shut down"));
-  if (cluster_) return done(Error(errc::invalid_argument, "replication acknowledgement is not supported on Cluster"));
-  if (!primary_known_ && discovery_failed_) return done(discovery_error_);
+  const Script& run = cluster_mode_ ? cluster_variant(s) : s;
+  if (cluster_mode_) rewrite_evalsha(payload, run.sha1);
+  if (!cluster_ && !primary_known_ && discovery_failed_) return done(discovery_error_);
   // The EVAL fallback must use the same connection, or WAIT would not cover its write.
   auto copy = payload;
-  ack_connection().send(Command{std::move(payload), [this, &s, copy = std::move(copy), done = std::move(done)](Result<Reply> r) mutable {
+  auto on_reply = [this, script = &run, copy = std::move(copy), done = std::move(done)](Result<Reply> r) mutable {
     if (r.ok() && r->is_error() && r->error_prefix() == "NOSCRIPT") {
-      return ack_connection().send(Command{evalsha_to_eval(s, copy), std::move(done)});
+      if (cluster_) return cluster_->send_acked(evalsha_to_eval(*script, copy), std::move(done));
+      return ack_connection().send(Command{evalsha_to_eval(*script, copy), std::move(done)});
     }
     done(std::move(r));
-  }});
+  };
+  if (cluster_) return cluster_->send_acked(std::move(payload), std::move(on_reply));
+  ack_connection().send(Command{std::move(payload), std::move(on_reply)});
 }
 
-void ClientCore::wait_replicas(const ReplicationAck& ack, std::function<void(Result<long long>)> done) {
+void ClientCore::wait_replicas(const ReplicationAck& ack, const std::string& key,
+                               std::function<void(Result<long long>)> done) {
   const auto what = "WAIT " + std::to_string(ack.replicas) + " " + std::to_string(ack.timeout.count());
-  ack_connection().send(Command{
-      format_command({"WAIT", std::to_string(ack.replicas), std::to_string(ack.timeout.count())}),
-      [what, done = std::move(done)](Result<Reply> r) {
-        if (!r.ok()) return done(r.error());
-        if (r->is_error()) return done(Error(classify_error_reply(*r), what + ": " + r->str()));
-        if (!r->is_integer()) return done(Error(errc::protocol, what + ": unexpected reply " + r->to_string()));
-        done(r->integer());
-      }});
+  ReplyHandler on_reply = [what, done = std::move(done)](Result<Reply> r) {
+    if (!r.ok()) return done(r.error());
+    if (r->is_error()) return done(Error(classify_error_reply(*r), what + ": " + r->str()));
+    if (!r->is_integer()) return done(Error(errc::protocol, what + ": unexpected reply " + r->to_string()));
+    done(r->integer());
+  };
+  std::string payload = format_command({"WAIT", std::to_string(ack.replicas), std::to_string(ack.timeout.count())});
+  if (cluster_) return cluster_->wait_on(key, std::move(payload), std::move(on_reply));
+  ack_connection().send(Command{std::move(payload), std::move(on_reply)});
 }
 
 const Script& ClientCore::cluster_variant(const Script& s) {

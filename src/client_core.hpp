@@ -82,9 +82,9 @@ class ClientCore : public std::enable_shared_from_this<ClientCore>, public Conne
   std::vector<ServerAddress> primaries() const;
   // ReplicationAck: scripts whose writes must be acknowledged run on a connection of their own,
   // followed by WAIT on that same connection (WAIT blocks its connection and counts only its
-  // writes). Not on Cluster (rejected at construction).
+  // writes). On Cluster, one such connection per node; `key` names the node the script ran on.
   void eval_acknowledged(const Script& s, std::string payload, ReplyHandler done);
-  void wait_replicas(const ReplicationAck& ack, std::function<void(Result<long long>)> done);
+  void wait_replicas(const ReplicationAck& ack, const std::string& key, std::function<void(Result<long long>)> done);
   void send_to(const ServerAddress& node, std::string payload, ReplyHandler done);
   void send_now(std::string payload, ReplyHandler done);
   void eval_now(const Script& s, std::string payload, ReplyHandler done);

@@ -64,8 +64,9 @@ struct TlsOptions {
 // one Sentinel or Cluster promotes; a replica that acknowledged may restart empty; renewals are
 // not acknowledged. It narrows the failover window, it does not close it. Fencing tokens are the
 // real protection (fencing.hpp): a token from the lost lock is still lower than the next one.
-// WAITAOF (fsync acknowledgement) needs Redis 7.2 and is not used. Cluster: not supported yet
-// (Client construction fails with errc::invalid_argument).
+// WAITAOF (fsync acknowledgement) needs Redis 7.2 and is not used. On Cluster, each node has
+// its own acknowledgement connection and WAIT counts that shard's replicas; during a slot
+// migration an acknowledged acquisition waits for it to end (within command_timeout).
 struct ReplicationAck {
   // Replicas that must acknowledge each acquisition. 0: off (the default).
   unsigned replicas = 0;

@@ -103,7 +103,8 @@ Result<std::vector<LockInfo>> inspect(Client& client, const std::vector<std::str
                {k, k + ":fence", k + ":queue", k + ":timeouts", k + ":readers", k + ":wintent", k + ":permits",
                 k + ":limit"},
                {}, [batch, i](Result<Reply> r) { batch->set(batch->scripts, i, std::move(r)); });
-    client.async_command({"PUBSUB", "NUMSUB", k + ":ch"},
+    // On Cluster, waiters subscribe with SSUBSCRIBE on the shard of the lock's slot.
+    client.async_command({"PUBSUB", core->cluster_mode() ? "SHARDNUMSUB" : "NUMSUB", k + ":ch"},
                          [batch, i](Result<Reply> r) { batch->set(batch->numsubs, i, std::move(r)); });
   }
   {

@@ -90,6 +90,61 @@ void ClusterRouter::send(std::string payload, ReplyHandler done) {
   dispatch(r);
 }
 
+Connection& ClusterRouter::ack_connection(Node& n) {
+  auto& c = ack_conns_[&n];
+  if (!c) {
+    c = std::make_shared<Connection>(io_, n.address, options_, nullptr, false);
+    c->start();
+  }
+  return *c;
+}
+
+void ClusterRouter::send_acked(std::string payload, ReplyHandler done) {
+  auto r = std::make_shared<Routed>();
+  r->slot = command_slot(payload);
+  r->payload = std::move(payload);
+  r->done = std::move(done);
+  r->deadline = BootClock::now() + options_.command_timeout;
+  dispatch_acked(r);
+}
+
+void ClusterRouter::dispatch_acked(const std::shared_ptr<Routed>& r) {
+  if (closed_) return r->done(Error(errc::shutdown, "client is shut down"));
+  Node* n = (r->slot && slots_[*r->slot] != nullptr) ? slots_[*r->slot] : any_node();
+  ack_connection(*n).send(Command{r->payload, [this, alive = std::weak_ptr<bool>(alive_), r](Result<Reply> res) {
+    if (alive.expired() || closed_ || !res.ok() || !res->is_error()) return r->done(std::move(res));
+    const std::string& text = res->str();
+    auto redirect = parse_redirect(text);
+    if (redirect && !redirect->ask && ++r->redirects <= max_redirects) {
+      slots_[redirect->slot] = &node(redirect->to);
+      refresh_soon();
+      return dispatch_acked(r);
+    }
+    if (redirect || text.starts_with("TRYAGAIN") || text.starts_with("CLUSTERDOWN")) {
+      // A migrating slot: the acknowledged path needs the script and its WAIT on one node, so
+      // it waits for the migration to end instead of following ASK.
+      const auto delay = std::chrono::milliseconds(10 << std::min(r->retries, 5));
+      if (BootClock::now() + delay >= r->deadline) return r->done(std::move(res));
+      ++r->retries;
+      r->redirects = 0;
+      auto timer = std::make_shared<BootTimer>(io_);
+      timer->expires_after(delay);
+      return timer->async_wait([this, alive, r, timer](std::error_code) {
+        if (alive.expired()) return r->done(Error(errc::shutdown, "client is shut down"));
+        dispatch_acked(r);
+      });
+    }
+    r->done(std::move(res));
+  }});
+}
+
+void ClusterRouter::wait_on(const std::string& key, std::string wait_payload, ReplyHandler done) {
+  if (closed_) return done(Error(errc::shutdown, "client is shut down"));
+  Node* n = slots_[key_slot(key)];
+  if (n == nullptr) n = any_node();
+  ack_connection(*n).send(Command{std::move(wait_payload), std::move(done)});
+}
+
 void ClusterRouter::send_to(const NodeEndpoint& ep, std::string payload, ReplyHandler done) {
   if (closed_) return done(Error(errc::shutdown, "client is shut down"));
   node(ep).pick().send(Command{std::move(payload), std::move(done)});
@@ -261,6 +316,7 @@ void ClusterRouter::close(const Error& why) {
   closed_ = true;
   refresh_timer_.cancel();
   for (auto& [key, n] : nodes_) n->close(why);
+  for (auto& [n, c] : ack_conns_) c->close(why);
 }
 
 }  // namespace dlock::detail

@@ -34,6 +34,11 @@ class ClusterRouter {
 
   void start();
   void send(std::string payload, ReplyHandler done);
+  // ReplicationAck: `payload` (a script) on the slot owner's acknowledgement connection (one per
+  // node, used for nothing else, because WAIT blocks its connection); MOVED is followed (the
+  // script did not run). Then WAIT on the same connection for the node that serves `key`.
+  void send_acked(std::string payload, ReplyHandler done);
+  void wait_on(const std::string& key, std::string wait_payload, ReplyHandler done);
   // Sends to one given node, no redirection handling (per-node commands: SCAN, INFO).
   void send_to(const NodeEndpoint& node, std::string payload, ReplyHandler done);
   // The node that serves `key`'s slot now (the seed while the map is unknown).
@@ -54,6 +59,8 @@ class ClusterRouter {
   void handle(const std::shared_ptr<Routed>& r, Result<Reply>&& res);
   void retry_later(const std::shared_ptr<Routed>& r, Result<Reply>&& last);
   Node& node(const NodeEndpoint& ep);
+  Connection& ack_connection(Node& n);
+  void dispatch_acked(const std::shared_ptr<Routed>& r);
   Node* any_node();
   void refresh();
   void refresh_from(std::size_t attempt);
@@ -65,6 +72,7 @@ class ClusterRouter {
   const ClientOptions& options_;
   Connection::Observer* observer_;
   std::unordered_map<std::string, std::unique_ptr<Node>> nodes_;  // by "host:port"
+  std::unordered_map<Node*, std::shared_ptr<Connection>> ack_conns_;
   std::vector<Node*> slots_;                                       // 16384, nullptr: unknown
   std::vector<NodeEndpoint> primaries_;
   bool have_map_ = false;

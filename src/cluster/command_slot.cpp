@@ -52,8 +52,16 @@ std::optional<std::uint16_t> command_slot(std::string_view payload) {
   std::string_view name;
   if (!read_bulk(payload, pos, name)) return std::nullopt;
   const std::string cmd = upper(name);
-  if (std::find(keyless.begin(), keyless.end(), cmd) != keyless.end()) return std::nullopt;
   std::string_view arg;
+  if (cmd == "PUBSUB") {
+    // PUBSUB SHARDNUMSUB <channel>: counted by the shard that owns the channel's slot.
+    std::string_view sub;
+    if (argc < 3 || !read_bulk(payload, pos, sub) || upper(sub) != "SHARDNUMSUB" || !read_bulk(payload, pos, arg)) {
+      return std::nullopt;
+    }
+    return key_slot(arg);
+  }
+  if (std::find(keyless.begin(), keyless.end(), cmd) != keyless.end()) return std::nullopt;
   if (cmd == "EVAL" || cmd == "EVALSHA" || cmd == "EVAL_RO" || cmd == "EVALSHA_RO" || cmd == "FCALL" ||
       cmd == "FCALL_RO") {
     // EVALSHA sha numkeys key...

@@ -12,16 +12,14 @@ namespace {
 void acknowledge(const std::shared_ptr<ClientCore>& core, const std::shared_ptr<const ScriptAttemptSpec>& spec,
                  const ReplicationAck& ack, const std::string& what, Attempt a,
                  const std::function<void(Attempt)>& report) {
-  core->wait_replicas(ack, [core, spec, ack, what, a = std::move(a), report](Result<long long> acked) mutable {
+  core->wait_replicas(ack, spec->keys.front(), [core, spec, ack, what, a = std::move(a), report](Result<long long> acked) mutable {
     if (acked.ok() && *acked >= static_cast<long long>(ack.replicas)) {
       core->active_leases_.fetch_add(1);
       core->renewals().add(a.lease);
       return report(std::move(a));
     }
-    a.lease->begin_release();
-    core->eval_now(*spec->hold.release,
-                   encode_evalsha(*spec->hold.release, spec->hold.release_keys, a.lease->release_args()),
-                   [rec = a.lease](Result<Reply>) { rec->finish_release(); });
+    // Undone first, reported after: a caller that gives up (or exits) on the error must not
+    // race the release that frees the lock.
     Attempt failed;
     if (!acked.ok()) {
       failed.error = Error(acked.code(), "acquiring " + what + ": " + acked.error().what() + "; released again");
@@ -31,7 +29,13 @@ void acknowledge(const std::shared_ptr<ClientCore>& core, const std::shared_ptr<
                                std::to_string(ack.replicas) + " replicas acknowledged within " +
                                std::to_string(ack.timeout.count()) + " ms; released again (fail closed)");
     }
-    report(std::move(failed));
+    a.lease->begin_release();
+    core->eval_now(*spec->hold.release,
+                   encode_evalsha(*spec->hold.release, spec->hold.release_keys, a.lease->release_args()),
+                   [rec = a.lease, report, failed = std::move(failed)](Result<Reply>) mutable {
+                     rec->finish_release();
+                     report(std::move(failed));
+                   });
   });
 }
 

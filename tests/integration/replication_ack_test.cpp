@@ -7,6 +7,7 @@
 #include "dlock/dlock.hpp"
 #include "support/lock_helpers.hpp"
 #include "support/raw_connection.hpp"
+#include "support/redis_cluster.hpp"
 #include "support/redis_server.hpp"
 #include "support/wait.hpp"
 
@@ -123,15 +124,27 @@ TEST_F(ReplicationAckTest, WaitDoesNotStallTheSharedPipeline) {
   EXPECT_TRUE(lease->held());
 }
 
-TEST(ReplicationAckOptions, RejectedOnCluster) {
-  ClientOptions o;
-  o.replication_ack.replicas = 1;
-  try {
-    Client c("redis-cluster://127.0.0.1:1", o);
-    FAIL() << "accepted";
-  } catch (const std::system_error& e) {
-    EXPECT_EQ(e.code(), errc::invalid_argument);
+// On Cluster each shard's replicas acknowledge their primary's writes (3 primaries, 1 replica
+// each): one replica is enough, two cannot be had.
+TEST(ReplicationAckCluster, WaitsForTheShardsReplicas) {
+  RedisCluster cluster(3, 1);
+  ClientOptions one;
+  one.replication_ack = ReplicationAck{1, scaled(2000ms)};
+  Client client(cluster.url(), one);
+  for (int i = 0; i < 10; ++i) {
+    Mutex m(client, "acked-" + std::to_string(i));
+    auto lease = m.acquire(no_wait());
+    ASSERT_TRUE(lease.ok()) << lease.error().what();
+    EXPECT_TRUE(lease->release().ok());
   }
+  LeaseOptions two;
+  two.replication_ack = ReplicationAck{2, 300ms};
+  Mutex strict(client, "acked-two", two);
+  auto refused = strict.acquire(no_wait());
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.code(), errc::not_replicated) << refused.error().what();
+  RawConnection owner(cluster.node(cluster.owner_of_key(key_of("acked-two"))));
+  EXPECT_TRUE(eventually([&] { return owner.cmd({"EXISTS", key_of("acked-two")}) == "0"; }, scaled(3s)));
 }
 
 }  // namespace

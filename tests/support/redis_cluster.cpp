@@ -37,6 +37,13 @@ RedisCluster::RedisCluster(int primaries, int replicas_per_primary) {
           RawConnection c(*nodes_[p]);
           auto info = c.cmd({"INFO", "replication"});
           if (info.find("connected_slaves:" + std::to_string(replicas_per_primary)) == std::string::npos) return false;
+          // Past the initial sync: a replica still loading the RDB acknowledges nothing (WAIT).
+          for (int k = 0; k < replicas_per_primary; ++k) {
+            const std::string line = "slave" + std::to_string(k) + ":";
+            auto at = info.find(line);
+            if (at == std::string::npos) return false;
+            if (info.substr(at, info.find('\n', at) - at).find("state=online") == std::string::npos) return false;
+          }
         }
         return true;
       },

@@ -26,6 +26,8 @@ TEST(CommandSlotTest, KeylessCommandsGoAnywhere) {
   EXPECT_EQ(command_slot(format_command({"CLUSTER", "SLOTS"})), std::nullopt);
   EXPECT_EQ(command_slot(format_command({"PUBLISH", "ch", "m"})), std::nullopt);
   EXPECT_EQ(command_slot(format_command({"info", "server"})), std::nullopt);
+  EXPECT_EQ(command_slot(format_command({"PUBSUB", "NUMSUB", "ch"})), std::nullopt);
+  EXPECT_EQ(command_slot(format_command({"PUBSUB", "SHARDNUMSUB", "dlock:{a}:ch"})), key_slot("a"));
 }
 
 TEST(CommandSlotTest, MalformedPayloadsHaveNoSlot) {
