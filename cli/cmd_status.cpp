@@ -3,6 +3,7 @@
 // fencing counter and, for a semaphore, its number of permits.
 #include <cstdio>
 #include <map>
+#include <optional>
 
 #include "commands.hpp"
 #include "dlock/admin.hpp"
@@ -60,10 +61,21 @@ int redlock_status(Context& ctx, const std::string& name) {
     }
   }
   const bool held = best >= quorum;
+  // Free only when a majority said so: with too few masters answering, a majority of the
+  // others may hold it.
+  std::size_t answered = 0;
+  std::optional<dlock::Error> first_error;
+  for (const auto& v : views) {
+    if (v.info) ++answered;
+    else if (!first_error) first_error = v.info.error();
+  }
+  const bool unknown = !held && answered < quorum;
+  const int code = unknown ? exit_code_for(first_error->code, Phase::other) : exit_code::ok;
   if (ctx.json()) {
-    Json j = ctx.begin_json();
+    Json j = ctx.begin_json(!unknown);
     j.field("name", name).field("key", ctx.key(name)).field("kind", "redlock");
-    j.field("state", held ? "held" : "free").field("quorum", static_cast<long long>(quorum));
+    j.field("state", held ? "held" : unknown ? "unknown" : "free").field("quorum", static_cast<long long>(quorum));
+    j.field("answered", static_cast<long long>(answered));
     j.field("majority", held).field("agreeing", static_cast<long long>(best));
     j.key("owner").opt_str(held ? std::optional<std::string>(majority_owner) : std::nullopt);
     j.key("nodes").begin_array();
@@ -78,8 +90,9 @@ int redlock_status(Context& ctx, const std::string& name) {
       j.end_object();
     }
     j.end_array();
+    if (unknown) j.field("exit_code", code);
     ctx.print_json(j);
-    return exit_code::ok;
+    return code;
   }
   std::printf("lock     %s\nkey      %s on %zu masters (Redlock; a majority is %zu)\n", name.c_str(),
               ctx.key(name).c_str(), nodes.size(), quorum);
@@ -102,10 +115,12 @@ int redlock_status(Context& ctx, const std::string& name) {
   }
   if (held) {
     std::printf("state    held: %zu of %zu masters agree on owner %s\n", best, nodes.size(), majority_owner.c_str());
+  } else if (unknown) {
+    std::printf("state    unknown: only %zu of %zu masters answered (%zu needed to tell)\n", answered, nodes.size(), quorum);
   } else {
     std::printf("state    free: no owner holds a majority (%zu of %zu at most; %zu needed)\n", best, nodes.size(), quorum);
   }
-  return exit_code::ok;
+  return code;
 }
 
 }  // namespace

@@ -130,7 +130,8 @@ constexpr std::string_view kStatus =
     "(waiting Clients, not threads, plus a holder that listens for revocation). A fair lock with\n"
     "nobody queued looks like a mutex (the same key). Exit 0 whether held or free.\n"
     "On a Cluster the lock is read on the primary that serves its slot. With --redlock: the holder\n"
-    "on each master, and whether one owner holds a majority (that is, whether the Redlock is held).\n";
+    "on each master, and whether one owner holds a majority (that is, whether the Redlock is held);\n"
+    "when fewer than a majority of the masters answer, the state is unknown (exit 69).\n";
 
 constexpr std::string_view kList =
     "Usage: dlock list [PATTERN]\n"

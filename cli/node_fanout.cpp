@@ -42,7 +42,10 @@ std::vector<dlock::Result<dlock::Reply>> command_on_all(const std::vector<dlock:
 dlock::Result<std::vector<dlock::ServerAddress>> data_nodes(dlock::Client& client) {
   if (auto ping = client.command({"PING"}); !ping) return ping.error();
   if (client.deployment().kind == dlock::Deployment::Kind::cluster) {
-    // A keyed command makes the router learn the slot map if the PING went to a seed without it.
+    // The Client asks its first seed for the slot map as it starts, and the PING usually
+    // follows on the same connection, so its reply comes after the map's. When that seed was
+    // down the PING went elsewhere: a keyed command then is routed by the map, or redirected
+    // (MOVED), which makes the Client fetch it. primaries() is the seeds until then.
     if (auto r = client.command({"EXISTS", "dlock-cli-probe"}); !r) return r.error();
   }
   auto nodes = client.primaries();

@@ -374,6 +374,10 @@ TEST_F(CliRedlockTest, NoMajorityFailsCleanly) {
   EXPECT_EQ(r.exit_code, 69) << describe(r);  // unreachable: no majority
   // The one reachable master does not keep the failed try's key.
   EXPECT_TRUE(eventually([&] { return group->raw(0).cmd_int({"EXISTS", key_of("job")}) == 0; }, scaled(5s), 20ms));
+  // status cannot tell free from held without a majority answering.
+  auto st = run_dlock(with_redlock({"status", "job"}));
+  EXPECT_EQ(st.exit_code, 69) << describe(st);
+  EXPECT_NE(st.out.find("state    unknown: only 1 of 3 masters answered"), std::string::npos) << describe(st);
   // extend cannot reach a majority: an error, not "extended".
   group->raw(0).cmd({"SET", key_of("job"), "tok", "PX", "60000"});
   auto ext = run_dlock(with_redlock({"extend", "job", "tok", "--ttl", "1m"}));
