@@ -224,8 +224,10 @@ int cmd_release(Context& ctx, const Args& args) {
   const std::string name = name_argument(a);
   const std::string owner = owner_argument(a, 1);
   const std::string key = ctx.key(name);
-  auto o = run_lease_script(
-      ctx, {"EVAL", lua::release, "2", key, key + ":rel", owner, key + ":ch", std::to_string(kReleaseMarkerMs)});
+  // Redlock masters are standalone servers, so only --redis can be a Cluster.
+  const bool cluster = !ctx.redlock() && ctx.client().deployment().kind == dlock::Deployment::Kind::cluster;
+  auto o = run_lease_script(ctx, {"EVAL", lua::release, "2", key, key + ":rel", owner, key + ":ch",
+                                  std::to_string(kReleaseMarkerMs), cluster ? "SPUBLISH" : "PUBLISH"});
   if (!o) return ctx.fail(o.error());
   long long code = 1;
   if (ctx.redlock()) {

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <future>
 #include <map>
 #include <optional>
 #include <set>
@@ -18,6 +19,8 @@
 #include <string>
 #include <vector>
 
+#include "dlock/client.hpp"
+#include "dlock/mutex.hpp"
 #include "support/process.hpp"
 #include "support/raw_connection.hpp"
 #include "support/redis_cluster.hpp"
@@ -183,6 +186,36 @@ TEST_F(CliClusterTest, ListLeaksAndStatusSeeLocksOnEveryPrimary) {
   EXPECT_EQ(force.exit_code, 0) << describe(force);
   auto after = run_dlock(with_url({"leaks"}));
   EXPECT_EQ(after.exit_code, 0) << describe(after);
+}
+
+// dlock release publishes on the lock's shard (SPUBLISH), where the library's waiters listen:
+// a waiter whose rechecks are 10 min apart and whose holder's TTL is minutes long can only learn of
+// the release from that notification.
+TEST_F(CliClusterTest, ReleaseWakesALibraryWaiterOnTheShard) {
+  const std::string name = "wake-" + std::to_string(::getpid());
+  auto taken = run_dlock(with_url({"acquire", name, "--ttl", "5m"}));
+  ASSERT_EQ(taken.exit_code, 0) << describe(taken);
+  dlock::Client client("redis-cluster://127.0.0.1:" + std::to_string(cluster_->node(0).port()));
+  ASSERT_TRUE(client.ping(scaled(10s)).ok());
+  dlock::Mutex mutex(client, name);
+  auto waiter = std::async(std::launch::async, [&] {
+    return mutex.acquire(dlock::WaitOptions{scaled(30s), 600s});
+  });
+  // The waiter is subscribed (on the shard that owns the lock's slot) before the release.
+  RawConnection shard(cluster_->node(cluster_->owner_of_key(key_of(name))));
+  ASSERT_TRUE(eventually(
+      [&] {
+        auto counts = shard.cmd_array({"PUBSUB", "SHARDNUMSUB", key_of(name) + ":ch"});
+        return counts.size() == 2 && counts[1] == "1";
+      },
+      scaled(10s), 10ms));
+  const auto released_at = std::chrono::steady_clock::now();
+  auto rel = run_dlock(with_url({"release", name, owner_of(taken.out)}));
+  ASSERT_EQ(rel.exit_code, 0) << describe(rel);
+  auto lease = waiter.get();
+  ASSERT_TRUE(lease.ok()) << lease.error().what();
+  EXPECT_LT(dlock::test::ms_since(released_at), scaled(20s));
+  EXPECT_TRUE(lease->release().ok());
 }
 
 TEST_F(CliClusterTest, RunHoldsTheLockOnItsPrimary) {
