@@ -454,6 +454,14 @@ TEST_F(CliRedlockTest, UsageErrorsNameWhatWorks) {
   EXPECT_EQ(run_dlock(with_redlock({"acquire", "x", "--ttl", "1m", "--replicas", "1"})).exit_code, 64);
   auto even = run_dlock({"--redlock", group->urls()[0] + "," + group->urls()[1], "status", "x"});
   EXPECT_EQ(even.exit_code, 64) << describe(even);
+
+  // --help names the URL forms and the new options.
+  auto help = run_dlock({"--help"});
+  EXPECT_EQ(help.exit_code, 0);
+  for (const char* text : {"redis-cluster://", "redis-sentinel://", "rediss://", "--redlock URL,URL", "doctor [--replicas K]"}) {
+    EXPECT_NE(help.out.find(text), std::string::npos) << text << "\n" << help.out;
+  }
+  EXPECT_NE(run_dlock({"run", "--help"}).out.find("--replicas K"), std::string::npos);
 }
 
 }  // namespace
