@@ -442,6 +442,31 @@ TEST_F(CliRedlockTest, RunHoldsAMajorityAndReleasesEverywhere) {
   EXPECT_EQ(refused.exit_code, 75) << describe(refused);
 }
 
+// Another owner's key on a majority of the masters: run's renewal reports the Redlock lost, the
+// command is stopped and dlock exits 70; the other owner's keys are never overwritten.
+TEST_F(CliRedlockTest, RunStopsTheCommandWhenAMajorityIsTaken) {
+  const auto started = std::chrono::steady_clock::now();
+  auto running = std::async(std::launch::async, [&] {
+    return run_dlock(with_redlock({"run", "stolen", "--ttl", "3s", "--grace", "500ms", "--", "sleep", "100"}));
+  });
+  std::string owner;
+  ASSERT_TRUE(eventually(
+      [&] {
+        owner = group->raw(0).cmd({"GET", key_of("stolen")});
+        return owner != "(nil)" && nodes_holding("stolen", owner) >= 2;
+      },
+      scaled(10s), 10ms));
+  for (std::size_t i = 0; i < 3; ++i) group->raw(i).cmd({"SET", key_of("stolen"), "thief", "PX", "60000"});
+  const auto taken_at = std::chrono::steady_clock::now();
+  ASSERT_EQ(running.wait_for(scaled(20s)), std::future_status::ready) << "the loss was not noticed";
+  const CommandResult r = running.get();
+  EXPECT_EQ(r.exit_code, 70) << describe(r);
+  // Renewals run every ttl/3 (1 s): the loss is seen at the next one, not when sleep ends.
+  EXPECT_LT(dlock::test::ms_since(taken_at), scaled(15s)) << describe(r);
+  EXPECT_LT(dlock::test::ms_since(started), 100s);
+  for (std::size_t i = 0; i < 3; ++i) EXPECT_EQ(group->raw(i).cmd({"GET", key_of("stolen")}), "thief") << "node " << i;
+}
+
 TEST_F(CliRedlockTest, UsageErrorsNameWhatWorks) {
   auto list = run_dlock(with_redlock({"list"}));
   EXPECT_EQ(list.exit_code, 64) << describe(list);
