@@ -196,7 +196,8 @@ Check check_replication(const Probe& c, unsigned ack) {
     return {"replication", Status::fail,
             "--replicas " + k + " but the primary has " + n + " connected replica(s): every acquisition would "
             "fail (it is undone when fewer replicas acknowledge)",
-            "lower --replicas to at most " + n + ", or bring the replicas back"};
+            (replicas == 0 ? std::string("drop --replicas (there are no replicas)")
+                           : "lower --replicas to at most " + n) + ", or bring the replicas back"};
   }
   if (ack > 0) {
     return {"replication", Status::ok,
