@@ -122,7 +122,8 @@ Check check_persistence(const Probe& c) {
           "none: a restart forgets every lock and fencing counter (counters are re-seeded from the server clock)", fix};
 }
 
-std::vector<Check> check_acl(dlock::Client& c, const std::string& prefix) {
+// On a Cluster dlock notifies over sharded pub/sub (SPUBLISH/SSUBSCRIBE), so those are probed.
+std::vector<Check> check_acl(dlock::Client& c, const std::string& prefix, bool cluster) {
   auto who = c.command({"ACL", "WHOAMI"});
   if (!who) return {{"acl", Status::unknown, "cannot check: " + who.error().what(), ""}};
   const std::string user = who->str();
@@ -132,8 +133,10 @@ std::vector<Check> check_acl(dlock::Client& c, const std::string& prefix) {
       {"GET/SET lock keys", {"SET", key, "v"}},
       {"scripts (EVALSHA)", {"EVALSHA", std::string(40, '0'), "1", key}},
       {"scripts (EVAL)", {"EVAL", "return 1", "1", key}},
-      {"PUBLISH release notifications", {"PUBLISH", channel, "released"}},
-      {"SUBSCRIBE to release notifications", {"SUBSCRIBE", channel}},
+      {std::string(cluster ? "SPUBLISH" : "PUBLISH") + " release notifications",
+       {cluster ? "SPUBLISH" : "PUBLISH", channel, "released"}},
+      {std::string(cluster ? "SSUBSCRIBE" : "SUBSCRIBE") + " to release notifications",
+       {cluster ? "SSUBSCRIBE" : "SUBSCRIBE", channel}},
   };
   std::vector<Check> out;
   std::string denied;
@@ -154,7 +157,8 @@ std::vector<Check> check_acl(dlock::Client& c, const std::string& prefix) {
     out.push_back({"acl", Status::fail, "user '" + user + "' is refused: " + denied,
                    "ACL SETUSER " + user + " ~" + prefix + "* &" + prefix +
                        "* +get +set +del +pexpire +pttl +type +exists +incr +time +eval +evalsha +publish "
-                       "+subscribe +unsubscribe +scan +pubsub +ping +client|setname"});
+                       "+subscribe +unsubscribe +scan +pubsub +ping +client|setname" +
+                       (cluster ? " +spublish +ssubscribe +sunsubscribe +cluster|slots" : "")});
   }
   return out;
 }
@@ -252,7 +256,9 @@ int cmd_doctor(Context& ctx, const Args& args) {
   }
   // Deployment-wide: the ACL probes are routed by their key; the keyspace-events setting is
   // read where the first primary has it.
-  for (auto& acl : check_acl(c, ctx.globals().prefix)) checks.push_back(std::move(acl));
+  for (auto& acl : check_acl(c, ctx.globals().prefix, kind == dlock::Deployment::Kind::cluster)) {
+    checks.push_back(std::move(acl));
+  }
   checks.push_back(check_keyspace_events(
       [&c, &nodes](std::vector<std::string> cmd) { return c.command_on(nodes->front(), std::move(cmd)); }));
 

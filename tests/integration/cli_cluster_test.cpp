@@ -261,6 +261,17 @@ TEST_F(CliClusterTest, DoctorChecksEveryPrimary) {
   auto too_many = run_dlock(with_url({"doctor", "--replicas", "2"}));
   EXPECT_EQ(too_many.exit_code, 78) << describe(too_many);
   EXPECT_EQ(count_of(too_many.out, "--replicas 2 but the primary has 1 connected replica(s)"), 3u) << too_many.out;
+
+  // On a Cluster the notifications are sharded: a user refused SPUBLISH fails the ACL check
+  // (one allowed PUBLISH only would pass a standalone probe and still wake no waiter).
+  for (std::size_t i = 0; i < cluster_->size(); ++i) {
+    RawConnection(cluster_->node(i)).cmd({"ACL", "SETUSER", "nospublish", "on", ">pw", "~dlock:*", "&dlock:*", "+@all", "-spublish"});
+  }
+  auto acl = run_dlock(with_url({"doctor"}), {{"DLOCK_REDIS_USER", "nospublish"}, {"DLOCK_REDIS_PASSWORD", "pw"}});
+  for (std::size_t i = 0; i < cluster_->size(); ++i) RawConnection(cluster_->node(i)).cmd({"ACL", "DELUSER", "nospublish"});
+  EXPECT_EQ(acl.exit_code, 78) << describe(acl);
+  EXPECT_NE(acl.out.find("is refused: SPUBLISH release notifications"), std::string::npos) << describe(acl);
+  EXPECT_NE(acl.out.find("+spublish +ssubscribe"), std::string::npos) << acl.out;
 }
 
 // ---------------------------------------------------------------------------------- Sentinel
