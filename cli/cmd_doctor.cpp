@@ -1,10 +1,19 @@
 // dlock doctor — checks the server for what dlock relies on, and says what to change.
-// Every check goes through Client::command; a check the ACL (or a managed service) refuses is
-// reported as "cannot check", never as a failure. Exit 0 unless a check failed (78).
+// Every check goes through Client::command (or, per node, Client::command_on); a check the ACL
+// (or a managed service) refuses is reported as "cannot check", never as a failure. Exit 0
+// unless a check failed (78).
+//
+// The server checks (version, eviction, persistence, replication) run on every node that holds
+// locks: the one server, the primary the sentinels named, or EVERY primary of a Cluster (each
+// reported with its node, plus that node's cluster_state), since each has its own settings.
 #include <cstdio>
+#include <cstdlib>
+#include <functional>
 #include <sstream>
 
 #include "commands.hpp"
+#include "lock_target.hpp"
+#include "node_fanout.hpp"
 
 namespace dlock::cli {
 
@@ -39,7 +48,11 @@ struct Check {
   Status status;
   std::string detail;
   std::string fix;
+  std::string node = {};  // the Cluster node it is about; empty: the deployment
 };
+
+// One command to the node under check.
+using Probe = std::function<dlock::Result<dlock::Reply>(std::vector<std::string>)>;
 
 // "field:value" lines of an INFO section.
 std::string info_field(const std::string& info, const std::string& field) {
@@ -53,8 +66,8 @@ std::string info_field(const std::string& info, const std::string& field) {
 }
 
 // CONFIG GET name -> its value; nullopt (with `why`) when refused.
-std::optional<std::string> config_get(dlock::Client& c, const std::string& name, std::string& why) {
-  auto r = c.command({"CONFIG", "GET", name});
+std::optional<std::string> config_get(const Probe& c, const std::string& name, std::string& why) {
+  auto r = c({"CONFIG", "GET", name});
   if (!r) {
     why = r.error().what();
     return std::nullopt;
@@ -66,8 +79,8 @@ std::optional<std::string> config_get(dlock::Client& c, const std::string& name,
   return (*r)[1].str();
 }
 
-Check check_version(dlock::Client& c) {
-  auto r = c.command({"INFO", "server"});
+Check check_version(const Probe& c) {
+  auto r = c({"INFO", "server"});
   if (!r) return {"version", Status::unknown, "cannot check: " + r.error().what(), ""};
   const std::string v = info_field(r->str(), "redis_version");
   int major = 0, minor = 0;
@@ -79,7 +92,7 @@ Check check_version(dlock::Client& c) {
           "upgrade to Redis 6.2 or later (7.x for ACL checks)"};
 }
 
-Check check_eviction(dlock::Client& c) {
+Check check_eviction(const Probe& c) {
   std::string why;
   auto policy = config_get(c, "maxmemory-policy", why);
   if (!policy) return {"maxmemory-policy", Status::unknown, "cannot check: " + why, ""};
@@ -93,7 +106,7 @@ Check check_eviction(dlock::Client& c) {
           "CONFIG SET maxmemory-policy noeviction, and set it in redis.conf (or use a dedicated instance)"};
 }
 
-Check check_persistence(dlock::Client& c) {
+Check check_persistence(const Probe& c) {
   std::string why;
   auto aof = config_get(c, "appendonly", why);
   if (!aof) return {"persistence", Status::unknown, "cannot check: " + why, ""};
@@ -109,7 +122,8 @@ Check check_persistence(dlock::Client& c) {
           "none: a restart forgets every lock and fencing counter (counters are re-seeded from the server clock)", fix};
 }
 
-std::vector<Check> check_acl(dlock::Client& c, const std::string& prefix) {
+// On a Cluster dlock notifies over sharded pub/sub (SPUBLISH/SSUBSCRIBE), so those are probed.
+std::vector<Check> check_acl(dlock::Client& c, const std::string& prefix, bool cluster) {
   auto who = c.command({"ACL", "WHOAMI"});
   if (!who) return {{"acl", Status::unknown, "cannot check: " + who.error().what(), ""}};
   const std::string user = who->str();
@@ -119,8 +133,10 @@ std::vector<Check> check_acl(dlock::Client& c, const std::string& prefix) {
       {"GET/SET lock keys", {"SET", key, "v"}},
       {"scripts (EVALSHA)", {"EVALSHA", std::string(40, '0'), "1", key}},
       {"scripts (EVAL)", {"EVAL", "return 1", "1", key}},
-      {"PUBLISH release notifications", {"PUBLISH", channel, "released"}},
-      {"SUBSCRIBE to release notifications", {"SUBSCRIBE", channel}},
+      {std::string(cluster ? "SPUBLISH" : "PUBLISH") + " release notifications",
+       {cluster ? "SPUBLISH" : "PUBLISH", channel, "released"}},
+      {std::string(cluster ? "SSUBSCRIBE" : "SUBSCRIBE") + " to release notifications",
+       {cluster ? "SSUBSCRIBE" : "SUBSCRIBE", channel}},
   };
   std::vector<Check> out;
   std::string denied;
@@ -141,12 +157,13 @@ std::vector<Check> check_acl(dlock::Client& c, const std::string& prefix) {
     out.push_back({"acl", Status::fail, "user '" + user + "' is refused: " + denied,
                    "ACL SETUSER " + user + " ~" + prefix + "* &" + prefix +
                        "* +get +set +del +pexpire +pttl +type +exists +incr +time +eval +evalsha +publish "
-                       "+subscribe +unsubscribe +scan +pubsub +ping +client|setname"});
+                       "+subscribe +unsubscribe +scan +pubsub +ping +client|setname" +
+                       (cluster ? " +spublish +ssubscribe +sunsubscribe +cluster|slots" : "")});
   }
   return out;
 }
 
-Check check_keyspace_events(dlock::Client& c) {
+Check check_keyspace_events(const Probe& c) {
   std::string why;
   auto flags = config_get(c, "notify-keyspace-events", why);
   if (!flags) return {"keyspace-events", Status::unknown, "cannot check: " + why, ""};
@@ -160,39 +177,90 @@ Check check_keyspace_events(dlock::Client& c) {
           "optional: CONFIG SET notify-keyspace-events Kgx"};
 }
 
-Check check_replication(dlock::Client& c) {
-  auto r = c.command({"INFO", "replication"});
+// `ack`: --replicas K, the replicas each acquisition would wait for (0: off).
+Check check_replication(const Probe& c, unsigned ack) {
+  auto r = c({"INFO", "replication"});
   if (!r) return {"replication", Status::unknown, "cannot check: " + r.error().what(), ""};
   const std::string role = info_field(r->str(), "role");
-  const std::string replicas = info_field(r->str(), "connected_slaves");
+  const std::string replicas_text = info_field(r->str(), "connected_slaves");
   if (role == "slave" || role == "replica") {
     return {"replication", Status::fail, "this server is a replica: lock writes are refused (READONLY)",
             "point --redis at the primary"};
   }
-  if (!replicas.empty() && replicas != "0") {
+  const unsigned replicas = static_cast<unsigned>(std::strtoul(replicas_text.c_str(), nullptr, 10));
+  const std::string k = std::to_string(ack), n = std::to_string(replicas);
+  if (replicas > 0 && ack == 0) {
     return {"replication", Status::warn,
-            "primary with " + replicas + " replica(s): replication is asynchronous and dlock does not wait for "
-            "replicas to acknowledge, so a failover can lose a lock that was granted",
-            "protect the resource with fencing tokens; or keep locks on a primary without failover"};
+            "primary with " + n + " replica(s), and replication acknowledgement is off: replication is "
+            "asynchronous, so a failover can lose a lock that was granted",
+            "have acquisitions wait for replicas with --replicas K (K <= " + n + ", for run and acquire; "
+            "ClientOptions::replication_ack in the library), and protect the resource with fencing tokens"};
+  }
+  if (ack > replicas) {
+    return {"replication", Status::fail,
+            "--replicas " + k + " but the primary has " + n + " connected replica(s): every acquisition would "
+            "fail (it is undone when fewer replicas acknowledge)",
+            (replicas == 0 ? std::string("drop --replicas (there are no replicas)")
+                           : "lower --replicas to at most " + n) + ", or bring the replicas back"};
+  }
+  if (ack > 0) {
+    return {"replication", Status::ok,
+            "primary with " + n + " replica(s); each acquisition waits for " + k + " of them to acknowledge (WAIT)", ""};
   }
   return {"replication", Status::ok, "role " + (role.empty() ? std::string("unknown") : role) + ", no replicas", ""};
+}
+
+Check check_cluster_state(const Probe& c) {
+  auto r = c({"CLUSTER", "INFO"});
+  if (!r) return {"cluster-state", Status::unknown, "cannot check: " + r.error().what(), ""};
+  const std::string state = info_field(r->str(), "cluster_state");
+  if (state == "ok") return {"cluster-state", Status::ok, "cluster_state ok", ""};
+  return {"cluster-state", Status::fail,
+          "cluster_state " + (state.empty() ? std::string("unknown") : state) +
+              ": this node refuses commands (CLUSTERDOWN), so locks in its slots cannot be taken or renewed",
+          "CLUSTER INFO and redis-cli --cluster check: every slot must be served"};
 }
 
 }  // namespace
 
 int cmd_doctor(Context& ctx, const Args& args) {
-  ParsedArgs a = ctx.parse(args, {});
+  static const std::vector<OptionSpec> specs = {{"--replicas", 0, true}};
+  ParsedArgs a = ctx.parse(args, specs);
+  ctx.reject_redlock();
   if (!a.positionals.empty()) throw UsageError("doctor takes no arguments");
+  const unsigned ack = replicas_option(a).value_or(0);
   dlock::Client& c = ctx.client();
-  if (auto ping = c.command({"PING"}); !ping) return ctx.fail(ping.error());
+  auto nodes = data_nodes(c);
+  if (!nodes) return ctx.fail(nodes.error());
+  const auto kind = c.deployment().kind;
 
   std::vector<Check> checks;
-  checks.push_back(check_version(c));
-  checks.push_back(check_eviction(c));
-  checks.push_back(check_persistence(c));
-  for (auto& acl : check_acl(c, ctx.globals().prefix)) checks.push_back(std::move(acl));
-  checks.push_back(check_keyspace_events(c));
-  checks.push_back(check_replication(c));
+  if (kind == dlock::Deployment::Kind::sentinel) {
+    checks.push_back({"sentinel", Status::info,
+                      "the sentinels name " + nodes->front().display() + " as the primary of '" +
+                          c.deployment().master_name + "'",
+                      ""});
+  }
+  for (const auto& node : *nodes) {
+    const Probe probe = [&c, &node](std::vector<std::string> cmd) { return c.command_on(node, std::move(cmd)); };
+    std::vector<Check> per_node;
+    if (kind == dlock::Deployment::Kind::cluster) per_node.push_back(check_cluster_state(probe));
+    per_node.push_back(check_version(probe));
+    per_node.push_back(check_eviction(probe));
+    per_node.push_back(check_persistence(probe));
+    per_node.push_back(check_replication(probe, ack));
+    for (auto& k : per_node) {
+      if (kind == dlock::Deployment::Kind::cluster) k.node = node.display();
+      checks.push_back(std::move(k));
+    }
+  }
+  // Deployment-wide: the ACL probes are routed by their key; the keyspace-events setting is
+  // read where the first primary has it.
+  for (auto& acl : check_acl(c, ctx.globals().prefix, kind == dlock::Deployment::Kind::cluster)) {
+    checks.push_back(std::move(acl));
+  }
+  checks.push_back(check_keyspace_events(
+      [&c, &nodes](std::vector<std::string> cmd) { return c.command_on(nodes->front(), std::move(cmd)); }));
 
   int failed = 0, warned = 0;
   for (const auto& k : checks) {
@@ -201,20 +269,23 @@ int cmd_doctor(Context& ctx, const Args& args) {
   }
   if (ctx.json()) {
     Json j = ctx.begin_json(failed == 0);
-    j.field("server", c.address().display()).field("prefix", ctx.globals().prefix);
+    j.field("server", c.deployment().display()).field("prefix", ctx.globals().prefix);
+    j.field("replicas", static_cast<long long>(ack));
     j.field("failed", failed).field("warnings", warned);
     j.key("checks").begin_array();
     for (const auto& k : checks) {
       j.begin_object().field("check", k.name).field("status", status_json(k.status)).field("detail", k.detail);
+      j.key("node").opt_str(k.node.empty() ? std::nullopt : std::optional<std::string>(k.node));
       j.key("fix").opt_str(k.fix.empty() ? std::nullopt : std::optional<std::string>(k.fix));
       j.end_object();
     }
     j.end_array();
     ctx.print_json(j);
   } else {
-    std::printf("dlock doctor: %s, prefix '%s'\n", c.address().display().c_str(), ctx.globals().prefix.c_str());
+    std::printf("dlock doctor: %s, prefix '%s'\n", c.deployment().display().c_str(), ctx.globals().prefix.c_str());
     for (const auto& k : checks) {
-      std::printf("  %-4s  %-16s  %s\n", status_name(k.status), k.name.c_str(), k.detail.c_str());
+      const std::string where = k.node.empty() ? std::string() : "[" + k.node + "] ";
+      std::printf("  %-4s  %-16s  %s%s\n", status_name(k.status), k.name.c_str(), where.c_str(), k.detail.c_str());
       if (!k.fix.empty() && k.status != Status::ok) std::printf("        %-16s  fix: %s\n", "", k.fix.c_str());
     }
     if (failed == 0 && warned == 0) std::printf("all is well\n");

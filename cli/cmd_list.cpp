@@ -91,6 +91,7 @@ std::string holders_text(const dlock::LockInfo& info) {
 
 int cmd_list(Context& ctx, const Args& args) {
   ParsedArgs a = ctx.parse(args, {});
+  ctx.reject_redlock();
   if (a.positionals.size() > 1) throw UsageError("list takes at most one PATTERN");
   const std::string glob = a.positionals.empty() ? "*" : a.positionals[0];
   auto locks = collect_locks(ctx, glob);
@@ -131,6 +132,7 @@ int cmd_list(Context& ctx, const Args& args) {
 
 int cmd_leaks(Context& ctx, const Args& args) {
   ParsedArgs a = ctx.parse(args, {});
+  ctx.reject_redlock();
   if (!a.positionals.empty()) throw UsageError("leaks takes no arguments");
   auto locks = collect_locks(ctx, "*");
   if (!locks) return ctx.fail(locks.error());

@@ -53,6 +53,7 @@ RunSettings parse_settings(Context& ctx, const Args& args) {
     std::vector<OptionSpec> v = {
         {"--wait", 0, true},  {"--no-wait", 0, false}, {"--ttl", 0, true},
         {"--grace", 0, true}, {"--conflict-exit-code", 0, true}, {"--lost-exit-code", 0, true},
+        {"--replicas", 0, true},
     };
     v.insert(v.end(), lock_spec_options().begin(), lock_spec_options().end());
     return v;
@@ -65,6 +66,14 @@ RunSettings parse_settings(Context& ctx, const Args& args) {
   if (a.rest.empty()) throw UsageError("run needs a command after the lock name (dlock run NAME -- CMD...)");
   s.argv = a.rest;
   s.lock = parse_lock_spec(a);
+  if (ctx.redlock() && s.lock.kind != Kind::mutex) {
+    throw UsageError(std::string("--redlock holds a mutex (a Redlock); --kind ") + kind_text(s.lock.kind) +
+                     " needs one deployment named with --redis");
+  }
+  if (auto k = replicas_option(a)) {
+    if (ctx.redlock() && *k > 0) throw UsageError("--replicas is for --redis deployments; Redlock masters have no replicas");
+    ctx.set_replication_ack(*k);
+  }
   s.wait = wait_option(a);
   if (auto v = a.last("--ttl")) s.ttl = parse_duration_arg("--ttl", *v);
   if (auto v = a.last("--grace")) s.grace = parse_duration_arg("--grace", *v);
@@ -229,7 +238,8 @@ int cmd_run(Context& ctx, const Args& args) {
   };
   lo.events.on_at_risk = [events](milliseconds) { events->notify('r'); };
 
-  LockTarget target(ctx.client(), s.name, s.lock, lo);
+  LockTarget target = ctx.redlock() ? LockTarget(ctx.redlock_nodes(), s.name, s.lock, lo)
+                                    : LockTarget(ctx.client(), s.name, s.lock, lo);
   std::optional<std::size_t> resized_from;
   if (auto ready = target.prepare(resized_from); !ready) {
     report.exit_code = ready.code() == dlock::errc::invalid_argument ? exit_code::usage

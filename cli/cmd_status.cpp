@@ -2,6 +2,8 @@
 // host/pid, since when, TTL, count / permits / read or write), the waiters dlock can see, the
 // fencing counter and, for a semaphore, its number of permits.
 #include <cstdio>
+#include <map>
+#include <optional>
 
 #include "commands.hpp"
 #include "dlock/admin.hpp"
@@ -34,6 +36,93 @@ void print_holder(const dlock::LockInfo& info, const dlock::LockHolder& h) {
   if (h.token) std::printf("         fencing token %llu\n", static_cast<unsigned long long>(*h.token));
 }
 
+// --redlock: the lock on each master (dlock::inspect on each, one after the other), and whether
+// one owner holds it on a majority — what makes a Redlock held.
+int redlock_status(Context& ctx, const std::string& name) {
+  const auto& nodes = ctx.redlock_nodes();
+  const std::size_t quorum = nodes.size() / 2 + 1;
+  struct NodeView {
+    std::string node;
+    dlock::Result<dlock::LockInfo> info;
+  };
+  std::vector<NodeView> views;
+  std::map<std::string, std::size_t> owners;  // holder -> masters where it holds the key
+  for (dlock::Client* c : nodes) {
+    views.push_back({c->address().display(), dlock::inspect(*c, name)});
+    const auto& info = views.back().info;
+    if (info && info->held()) ++owners[info->holders.front().owner];
+  }
+  std::string majority_owner;
+  std::size_t best = 0;
+  for (const auto& [owner, n] : owners) {
+    if (n > best) {
+      best = n;
+      majority_owner = owner;
+    }
+  }
+  const bool held = best >= quorum;
+  // Free only when a majority said so: with too few masters answering, a majority of the
+  // others may hold it.
+  std::size_t answered = 0;
+  std::optional<dlock::Error> first_error;
+  for (const auto& v : views) {
+    if (v.info) ++answered;
+    else if (!first_error) first_error = v.info.error();
+  }
+  const bool unknown = !held && answered < quorum;
+  const int code = unknown ? exit_code_for(first_error->code, Phase::other) : exit_code::ok;
+  if (ctx.json()) {
+    Json j = ctx.begin_json(!unknown);
+    j.field("name", name).field("key", ctx.key(name)).field("kind", "redlock");
+    j.field("state", held ? "held" : unknown ? "unknown" : "free").field("quorum", static_cast<long long>(quorum));
+    j.field("answered", static_cast<long long>(answered));
+    j.field("majority", held).field("agreeing", static_cast<long long>(best));
+    j.key("owner").opt_str(held ? std::optional<std::string>(majority_owner) : std::nullopt);
+    j.key("nodes").begin_array();
+    for (const auto& v : views) {
+      j.begin_object().field("node", v.node).field("ok", v.info.ok());
+      if (v.info) {
+        json_lock_members(j, v.info.value());
+        j.field("agrees", held && v.info->held() && v.info->holders.front().owner == majority_owner);
+      } else {
+        j.field("error", errc_name(v.info.code())).field("message", v.info.error().what());
+      }
+      j.end_object();
+    }
+    j.end_array();
+    if (unknown) j.field("exit_code", code);
+    ctx.print_json(j);
+    return code;
+  }
+  std::printf("lock     %s\nkey      %s on %zu masters (Redlock; a majority is %zu)\n", name.c_str(),
+              ctx.key(name).c_str(), nodes.size(), quorum);
+  for (const auto& v : views) {
+    if (!v.info) {
+      std::printf("node     %s: cannot inspect: %s\n", v.node.c_str(), v.info.error().what().c_str());
+      continue;
+    }
+    const auto& info = v.info.value();
+    if (!info.held()) {
+      std::printf("node     %s: free%s\n", v.node.c_str(),
+                  info.kind == dlock::LockKind::foreign ? (" (a " + info.redis_type + " that is not a dlock lock)").c_str() : "");
+      continue;
+    }
+    const auto& h = info.holders.front();
+    std::printf("node     %s: %s by %s, ttl %s%s\n", v.node.c_str(), kind_name(info).c_str(),
+                describe_holder(holder_info(h.owner)).c_str(), ttl_text(h.ttl).c_str(),
+                held && h.owner == majority_owner ? "" : " (not the majority's owner)");
+    std::printf("         owner %s\n", h.owner.c_str());
+  }
+  if (held) {
+    std::printf("state    held: %zu of %zu masters agree on owner %s\n", best, nodes.size(), majority_owner.c_str());
+  } else if (unknown) {
+    std::printf("state    unknown: only %zu of %zu masters answered (%zu needed to tell)\n", answered, nodes.size(), quorum);
+  } else {
+    std::printf("state    free: no owner holds a majority (%zu of %zu at most; %zu needed)\n", best, nodes.size(), quorum);
+  }
+  return code;
+}
+
 }  // namespace
 
 int cmd_status(Context& ctx, const Args& args) {
@@ -41,6 +130,7 @@ int cmd_status(Context& ctx, const Args& args) {
   if (a.positionals.size() != 1) throw UsageError("status needs exactly one lock NAME");
   const std::string name = a.positionals[0];
   check_lock_name(name);
+  if (ctx.redlock()) return redlock_status(ctx, name);
 
   auto inspected = dlock::inspect(ctx.client(), name);
   if (!inspected) return ctx.fail(inspected.error());

@@ -13,6 +13,7 @@ namespace dlock::cli {
 int cmd_unlock(Context& ctx, const Args& args) {
   static const std::vector<OptionSpec> specs = {{"--force", 'f', false}};
   ParsedArgs a = ctx.parse(args, specs);
+  ctx.reject_redlock();
   if (!a.has("--force")) {
     throw UsageError("unlock removes a lock whoever holds it; say so with --force (to release your own, use 'dlock release')");
   }

@@ -5,13 +5,15 @@
 #include <iostream>
 #include <system_error>
 
+#include "dlock/redlock.hpp"
 #include "help.hpp"
+#include "node_fanout.hpp"
 
 namespace dlock::cli {
 
 const std::vector<OptionSpec>& global_option_specs() {
   static const std::vector<OptionSpec> specs = {
-      {"--redis", 0, true}, {"--prefix", 0, true}, {"--json", 0, false},
+      {"--redis", 0, true}, {"--redlock", 0, true}, {"--prefix", 0, true}, {"--json", 0, false},
       {"--verbose", 'v', false}, {"--help", 'h', false},
   };
   return specs;
@@ -29,13 +31,18 @@ GlobalOptions default_globals() {
 void apply_globals(const ParsedArgs& parsed, GlobalOptions& g) {
   for (const auto& [name, value] : parsed.options) {
     if (name == "--redis") g.url = value;
+    else if (name == "--redlock") g.redlock = value;
     else if (name == "--prefix") g.prefix = value;
     else if (name == "--json") g.json = true;
     else if (name == "--verbose") g.verbose = true;
   }
 }
 
-Context::~Context() = default;
+Context::~Context() { settle_redlock(); }
+
+void Context::settle_redlock() {
+  if (!redlock_nodes_.empty()) (void)command_on_all(redlock_nodes_, {"PING"});
+}
 
 ParsedArgs Context::parse(const std::vector<std::string>& args, const std::vector<OptionSpec>& specs,
                           std::optional<std::size_t> command_after) {
@@ -51,19 +58,42 @@ ParsedArgs Context::parse(const std::vector<std::string>& args, const std::vecto
   return parsed;
 }
 
-dlock::Client& Context::client() {
-  if (client_) return *client_;
+dlock::ClientOptions Context::client_options() const {
   dlock::ClientOptions o;
   o.client_name = "dlock-cli";
   o.key_prefix = g_.prefix;
   if (const char* pw = std::getenv("DLOCK_REDIS_PASSWORD"); pw != nullptr && *pw != '\0') o.password = pw;
   if (const char* user = std::getenv("DLOCK_REDIS_USER"); user != nullptr && *user != '\0') o.user = user;
+  o.replication_ack.replicas = replicas_;
+  return o;
+}
+
+dlock::Client& Context::client() {
+  if (redlock()) return *redlock_nodes().front();
+  if (client_) return *client_;
   try {
-    client_ = std::make_unique<dlock::Client>(g_.url, std::move(o));
+    client_ = std::make_unique<dlock::Client>(g_.url, client_options());
   } catch (const std::system_error& e) {
     throw UsageError(e.what());
   }
   return *client_;
+}
+
+const std::vector<dlock::Client*>& Context::redlock_nodes() {
+  if (!redlock_nodes_.empty()) return redlock_nodes_;
+  try {
+    redlock_clients_ = dlock::Redlock::connect(g_.redlock, client_options());
+  } catch (const std::system_error& e) {
+    throw UsageError(std::string("--redlock: ") + e.what());
+  }
+  for (const auto& c : redlock_clients_) redlock_nodes_.push_back(c.get());
+  return redlock_nodes_;
+}
+
+void Context::reject_redlock() const {
+  if (!redlock()) return;
+  throw UsageError("--redlock works with run, acquire, extend, release and status; for '" + command_ +
+                   "' name one server with --redis");
 }
 
 void Context::exit_now(int code) {
@@ -94,6 +124,7 @@ std::optional<std::string> Context::name_of_key(std::string_view key) const {
 }
 
 std::string Context::server() const {
+  if (redlock()) return g_.redlock;
   if (client_) return client_->address().display();
   return g_.url;
 }

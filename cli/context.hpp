@@ -19,6 +19,9 @@ namespace dlock::cli {
 struct GlobalOptions {
   std::string url;     // --redis, DLOCK_REDIS_URL, redis://127.0.0.1:6379
   std::string prefix;  // --prefix, DLOCK_PREFIX, dlock:
+  // --redlock URL,URL,...: independent masters for a Redlock (run, acquire, extend, release,
+  // status). Empty: --redis alone names the deployment.
+  std::string redlock;
   bool json = false;
   bool verbose = false;
 };
@@ -33,7 +36,7 @@ void apply_globals(const ParsedArgs& parsed, GlobalOptions& g);
 class Context {
  public:
   explicit Context(GlobalOptions g) : g_(std::move(g)) {}
-  ~Context();
+  ~Context();  // settle_redlock(), then the Clients close
 
   GlobalOptions& globals() { return g_; }
   bool json() const { return g_.json; }
@@ -48,7 +51,22 @@ class Context {
 
   // The Client, connected lazily (it never blocks here). A bad URL or prefix is a UsageError.
   // The password may come from DLOCK_REDIS_PASSWORD (and the ACL user from DLOCK_REDIS_USER).
+  // With --redlock it is the FIRST master's Client (the one whose prefix and watchdog a
+  // Redlock uses): for a command that looks at one node.
   dlock::Client& client();
+  // --redlock: one Client per master, connected lazily; UsageError on a bad list.
+  const std::vector<dlock::Client*>& redlock_nodes();
+  bool redlock() const { return !g_.redlock.empty(); }
+  // --redlock: one PING round trip to every master. Replies come in order on a connection, so
+  // afterwards the commands a Redlock sent without waiting (the release of a failed try, the
+  // minority's part of a release or acquisition) have reached their masters; a Client destroyed
+  // earlier may drop what it had not written yet. Runs in ~Context too.
+  void settle_redlock();
+  // Commands that do not speak Redlock call this: a UsageError naming those that do.
+  void reject_redlock() const;
+  // --replicas K (run, acquire): ClientOptions::replication_ack.replicas of the Client, so it
+  // must be set before client() is first called.
+  void set_replication_ack(unsigned replicas) { replicas_ = replicas; }
   // Ends without destructors: for `acquire`, whose lease must outlive the process.
   [[noreturn]] static void exit_now(int code);
 
@@ -70,9 +88,14 @@ class Context {
   void note(const std::string& line) const;
 
  private:
+  dlock::ClientOptions client_options() const;
+
   GlobalOptions g_;
   std::string command_;
+  unsigned replicas_ = 0;
   std::unique_ptr<dlock::Client> client_;
+  std::vector<std::unique_ptr<dlock::Client>> redlock_clients_;
+  std::vector<dlock::Client*> redlock_nodes_;
 };
 
 }  // namespace dlock::cli

@@ -8,10 +8,24 @@ namespace {
 
 constexpr std::string_view kGlobal =
     "Global options (before or after the command):\n"
-    "  --redis URL     the server: redis://[[user]:password@]host[:port][/db] or unix:///path.sock\n"
-    "                  (default: $DLOCK_REDIS_URL, else redis://127.0.0.1:6379). The password can\n"
-    "                  come from $DLOCK_REDIS_PASSWORD (and the ACL user from $DLOCK_REDIS_USER)\n"
-    "                  so it never has to appear in argv.\n"
+    "  --redis URL     the deployment (default: $DLOCK_REDIS_URL, else redis://127.0.0.1:6379):\n"
+    "                    redis://[[user]:password@]host[:port][/db]   one server\n"
+    "                    unix:///path.sock[?db=N]                      one server, unix socket\n"
+    "                    rediss://host:port?ca=F&cert=F&key=F&sni=H    TLS (also capath=DIR,\n"
+    "                                                  insecure_skip_verify=true: DANGER)\n"
+    "                    redis-cluster://host:port,host:port           Redis Cluster seeds (any\n"
+    "                                                  one is enough; rediss-cluster:// for TLS)\n"
+    "                    redis-sentinel://host:port,host:port/NAME[/db]\n"
+    "                                                  the primary the sentinels monitor as NAME\n"
+    "                                                  (rediss-sentinel:// for TLS; the password\n"
+    "                                                  is the primary's)\n"
+    "                  Every command works on each form; list and leaks scan every Cluster\n"
+    "                  primary. The password can come from $DLOCK_REDIS_PASSWORD (and the ACL\n"
+    "                  user from $DLOCK_REDIS_USER) so it never has to appear in argv.\n"
+    "  --redlock URL,URL,...\n"
+    "                  a Redlock over independent masters (an odd number, e.g. 3 or 5; each a\n"
+    "                  redis:// or rediss:// URL): the lock is held when a majority holds it.\n"
+    "                  For run, acquire, extend, release and status (mutex locks only).\n"
     "  --prefix P      key prefix (default: $DLOCK_PREFIX, else dlock:)\n"
     "  --json          one JSON object as output (run: the last line of stderr)\n"
     "  -v, --verbose   say more (run: the waiting status line even when stderr is no terminal)\n"
@@ -23,7 +37,8 @@ constexpr std::string_view kGlobal =
 constexpr std::string_view kRun =
     "Usage: dlock run NAME [--kind KIND] [--read] [--permits N] [--take K]\n"
     "                      [--wait DUR | --no-wait] [--ttl DUR] [--grace DUR]\n"
-    "                      [--conflict-exit-code N] [--lost-exit-code N] [--] CMD [ARGS...]\n"
+    "                      [--conflict-exit-code N] [--lost-exit-code N] [--replicas K]\n"
+    "                      [--] CMD [ARGS...]\n"
     "\n"
     "Runs CMD while holding the lock NAME, on exactly one host at a time (a distributed flock).\n"
     "The lock is renewed by a watchdog while CMD runs and released when it exits.\n"
@@ -51,6 +66,13 @@ constexpr std::string_view kRun =
     "                 allowance)\n"
     "  --conflict-exit-code N   exit N instead of 75 when the lock is not acquired\n"
     "  --lost-exit-code N       exit N instead of 70 when the lock is lost\n"
+    "  --replicas K   replication acknowledgement: each acquisition waits (WAIT, 200ms at most) for\n"
+    "                 K replicas of the primary to have it, and is undone and reported when fewer\n"
+    "                 do (default 0: off). Narrows, does not close, the window in which a failover\n"
+    "                 loses a granted lock; fencing tokens are the real protection. Not with --redlock.\n"
+    "\n"
+    "With --redlock URL,URL,... the lock is a Redlock (mutex only): taken on a majority of the\n"
+    "masters, renewed on all of them, lost when no majority can be renewed.\n"
     "\n"
     "CMD gets DLOCK_NAME, DLOCK_KIND, DLOCK_FENCING_TOKEN and DLOCK_OWNER in its environment (for\n"
     "a reader or semaphore permits the token is not exclusive: see the library's headers). It runs in its\n"
@@ -68,7 +90,7 @@ constexpr std::string_view kRun =
     "it is a terminal or with -v. Exit: CMD's status, else the codes below.\n";
 
 constexpr std::string_view kAcquire =
-    "Usage: dlock acquire NAME --ttl DUR [--wait DUR | --no-wait] [--kind mutex]\n"
+    "Usage: dlock acquire NAME --ttl DUR [--wait DUR | --no-wait] [--kind mutex] [--replicas K]\n"
     "\n"
     "Mutex locks only: extend and release speak the mutex protocol; the other kinds are held by a\n"
     "running process ('dlock run --kind ...').\n"
@@ -77,19 +99,24 @@ constexpr std::string_view kAcquire =
     "  DLOCK_OWNER=<owner token>\n"
     "  DLOCK_FENCING_TOKEN=<fencing token>\n"
     "(eval-able; --json: an object). Release it with 'dlock release NAME' (DLOCK_OWNER from the\n"
-    "environment) or let it expire.\n";
+    "environment) or let it expire.\n"
+    "  --replicas K   wait for K replicas to acknowledge the acquisition (see 'dlock run --help')\n"
+    "With --redlock URL,URL,... the lock is taken on a majority of the masters (a Redlock); extend\n"
+    "and release then act on every master and succeed when a majority did.\n";
 
 constexpr std::string_view kExtend =
     "Usage: dlock extend NAME [OWNER] --ttl DUR\n"
     "\n"
     "Sets the TTL of the lock NAME to DUR from now, if OWNER still holds it. OWNER defaults to\n"
-    "$DLOCK_OWNER (so it need not show in process lists). Exit 0, or 77 when not the owner.\n";
+    "$DLOCK_OWNER (so it need not show in process lists). Exit 0, or 77 when not the owner.\n"
+    "With --redlock: on every master at once; exit 0 when a majority extended it.\n";
 
 constexpr std::string_view kRelease =
     "Usage: dlock release NAME [OWNER]\n"
     "\n"
     "Releases the lock NAME if OWNER (default: $DLOCK_OWNER) holds it, and wakes its waiters.\n"
-    "Exit 0 (also when this owner released it already in the last 30s), or 77 when not the owner.\n";
+    "Exit 0 (also when this owner released it already in the last 30s), or 77 when not the owner.\n"
+    "With --redlock: on every master at once; exit 0 when a majority released it.\n";
 
 constexpr std::string_view kStatus =
     "Usage: dlock status NAME\n"
@@ -101,7 +128,10 @@ constexpr std::string_view kStatus =
     "fencing counter, and the waiters dlock can see: a fair lock's queue in order (each place's\n"
     "expiry), a rw lock's waiting writers, and the processes subscribed to the lock's channel\n"
     "(waiting Clients, not threads, plus a holder that listens for revocation). A fair lock with\n"
-    "nobody queued looks like a mutex (the same key). Exit 0 whether held or free.\n";
+    "nobody queued looks like a mutex (the same key). Exit 0 whether held or free.\n"
+    "On a Cluster the lock is read on the primary that serves its slot. With --redlock: the holder\n"
+    "on each master, and whether one owner holds a majority (that is, whether the Redlock is held);\n"
+    "when fewer than a majority of the masters answer, the state is unknown (exit 69).\n";
 
 constexpr std::string_view kList =
     "Usage: dlock list [PATTERN]\n"
@@ -109,14 +139,14 @@ constexpr std::string_view kList =
     "Lists the locks under the prefix whose names match the glob PATTERN (default *) that are held\n"
     "or waited for, of every kind: name, kind (a semaphore as semaphore/SIZE), first holder (R/W:\n"
     "read/write hold, xN: hold count or permits, +N: more holders), held for, TTL, waiters.\n"
-    "Uses SCAN (never KEYS), so it is safe on a busy server.\n";
+    "Uses SCAN (never KEYS), so it is safe on a busy server; on a Cluster, on every primary.\n";
 
 constexpr std::string_view kLeaks =
     "Usage: dlock leaks\n"
     "\n"
     "Reports abnormal locks of every kind under the prefix: holds or keys with no expiry (they\n"
     "would never be freed) and mutex values that are not dlock owner tokens. Reports only, never\n"
-    "deletes.\n"
+    "deletes. On a Cluster every primary is scanned.\n"
     "Exit 1 when any are found, 0 otherwise (for monitoring).\n";
 
 constexpr std::string_view kUnlock =
@@ -131,12 +161,17 @@ constexpr std::string_view kUnlock =
     "(exit 65). Exit 0 when something was removed, 1 when it was not held.\n";
 
 constexpr std::string_view kDoctor =
-    "Usage: dlock doctor\n"
+    "Usage: dlock doctor [--replicas K]\n"
     "\n"
     "Checks the server for what dlock relies on: version (6.2+ recommended), maxmemory-policy\n"
     "(noeviction needed: eviction silently frees locks), persistence, the user's ACL rights on\n"
     "the prefix's keys and channels, keyspace notifications, and the replication role; says what\n"
     "to change. Checks the ACL forbids are reported as 'cannot check'.\n"
+    "A primary with replicas gets a warning that replication acknowledgement is off, unless\n"
+    "--replicas K says the clients wait for K replicas (then it fails if fewer are connected).\n"
+    "On a Cluster every primary is checked (cluster_state, version, eviction, persistence,\n"
+    "replication), each reported with its node; on Sentinel it says which primary the sentinels\n"
+    "named, and checks that one.\n"
     "Exit 0 when nothing failed (warnings allowed), 78 otherwise.\n";
 
 std::string with_footer(std::string_view body) {
@@ -146,7 +181,7 @@ std::string with_footer(std::string_view body) {
 }  // namespace
 
 std::string main_help() {
-  return "Usage: dlock [--redis URL] [--prefix P] [--json] [-v] COMMAND [ARGS...]\n"
+  return "Usage: dlock [--redis URL | --redlock URL,URL,...] [--prefix P] [--json] [-v] COMMAND [ARGS...]\n"
          "\n"
          "Distributed locks on Redis, from the shell.\n"
          "\n"
@@ -160,7 +195,7 @@ std::string main_help() {
          "  list [PATTERN]               all held locks under the prefix, of every kind\n"
          "  leaks                        locks that never expire or hold foreign values (exit 1)\n"
          "  unlock --force NAME          remove a lock whoever holds it, waking its waiters\n"
-         "  doctor                       check the server's configuration for dlock\n"
+         "  doctor [--replicas K]        check the server's (every Cluster primary's) configuration\n"
          "  help [COMMAND]               this help, or a command's\n"
          "\n" +
          std::string(kGlobal) + "\n" + std::string(exit_code_help());

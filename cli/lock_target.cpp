@@ -5,6 +5,7 @@
 #include "dlock/admin.hpp"
 #include "dlock/fair_lock.hpp"
 #include "dlock/mutex.hpp"
+#include "dlock/redlock.hpp"
 #include "dlock/reentrant_mutex.hpp"
 #include "dlock/semaphore.hpp"
 #include "dlock/shared_mutex.hpp"
@@ -73,6 +74,17 @@ LockSpec parse_lock_spec(const ParsedArgs& a) {
   return s;
 }
 
+std::optional<unsigned> replicas_option(const ParsedArgs& a) {
+  const auto text = a.last("--replicas");
+  if (!text) return std::nullopt;
+  unsigned v = 0;
+  auto [end, ec] = std::from_chars(text->data(), text->data() + text->size(), v);
+  if (ec != std::errc() || end != text->data() + text->size() || v > 100) {
+    throw UsageError("--replicas needs a whole number from 0 to 100, not '" + *text + "'");
+  }
+  return v;
+}
+
 std::string describe_spec(const LockSpec& spec) {
   switch (spec.kind) {
     case Kind::rw: return spec.read ? "rw (read)" : "rw (write)";
@@ -101,6 +113,20 @@ LockTarget::LockTarget(dlock::Client& client, std::string name, const LockSpec& 
   }
 }
 
+LockTarget::LockTarget(const std::vector<dlock::Client*>& nodes, std::string name, const LockSpec& spec,
+                       const dlock::LeaseOptions& lease)
+    : client_(*nodes.front()), name_(std::move(name)), spec_(spec) {
+  if (spec_.kind != Kind::mutex) {
+    throw UsageError(std::string("--redlock holds a mutex (a Redlock); --kind ") + kind_text(spec_.kind) +
+                     " needs one deployment named with --redis");
+  }
+  try {
+    redlock_ = std::make_unique<dlock::Redlock>(nodes, name_, lease);
+  } catch (const std::system_error& e) {
+    throw UsageError(std::string("--redlock: ") + e.what());
+  }
+}
+
 LockTarget::~LockTarget() = default;
 
 Result<void> LockTarget::prepare(std::optional<std::size_t>& changed_from) {
@@ -125,6 +151,12 @@ Result<void> LockTarget::prepare(std::optional<std::size_t>& changed_from) {
 
 void LockTarget::async_acquire(dlock::WaitOptions wait, std::function<void(Result<dlock::Lease>)> done,
                                std::stop_token stop) {
+  if (redlock_) {
+    redlock_waiter_ = std::jthread([this, wait, done = std::move(done), stop = std::move(stop)] {
+      done(redlock_->acquire(wait, stop));
+    });
+    return;
+  }
   switch (spec_.kind) {
     case Kind::mutex: return mutex_->async_acquire(wait, std::move(done), std::move(stop));
     case Kind::reentrant: return reentrant_->async_acquire(wait, std::move(done), std::move(stop));

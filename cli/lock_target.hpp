@@ -12,6 +12,7 @@
 #include <optional>
 #include <stop_token>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "args.hpp"
@@ -25,6 +26,7 @@ class ReentrantMutex;
 class FairLock;
 class SharedMutex;
 class Semaphore;
+class Redlock;
 }  // namespace dlock
 
 namespace dlock::cli {
@@ -42,6 +44,9 @@ struct LockSpec {
 const std::vector<OptionSpec>& lock_spec_options();
 // Reads and checks them (UsageError on a bad or contradictory combination).
 LockSpec parse_lock_spec(const ParsedArgs& a);
+// --replicas K (run, acquire, doctor): replicas that must acknowledge each acquisition
+// (ClientOptions::replication_ack); nullopt when not given. UsageError unless 0..100.
+std::optional<unsigned> replicas_option(const ParsedArgs& a);
 const char* kind_text(Kind kind);
 // "mutex", "rw (read)", "rw (write)", "semaphore (2 of 5 permits)"...
 std::string describe_spec(const LockSpec& spec);
@@ -49,6 +54,9 @@ std::string describe_spec(const LockSpec& spec);
 class LockTarget {
  public:
   LockTarget(dlock::Client& client, std::string name, const LockSpec& spec, const dlock::LeaseOptions& lease);
+  // A Redlock over `nodes` (--redlock): mutex only (UsageError otherwise), as Redlock is a mutex.
+  LockTarget(const std::vector<dlock::Client*>& nodes, std::string name, const LockSpec& spec,
+             const dlock::LeaseOptions& lease);
   ~LockTarget();
   LockTarget(const LockTarget&) = delete;
   LockTarget& operator=(const LockTarget&) = delete;
@@ -56,6 +64,8 @@ class LockTarget {
   // Blocking set-up before the wait. Semaphore: checks that a limit exists or --permits gave
   // one, and stores --permits when it differs (`changed_from` says from what). Others: nothing.
   Result<void> prepare(std::optional<std::size_t>& changed_from);
+  // `done` runs on the Client's event-loop thread (or, for a Redlock, on this target's waiter
+  // thread): it must not block.
   void async_acquire(dlock::WaitOptions wait, std::function<void(Result<dlock::Lease>)> done, std::stop_token stop);
 
   const std::string& name() const noexcept { return name_; }
@@ -70,6 +80,10 @@ class LockTarget {
   std::unique_ptr<dlock::FairLock> fair_;
   std::unique_ptr<dlock::SharedMutex> rw_;
   std::unique_ptr<dlock::Semaphore> semaphore_;
+  std::unique_ptr<dlock::Redlock> redlock_;
+  // Redlock has no async_acquire: its blocking acquire runs here, cancelled through the
+  // caller's stop token. Last member: joined before the Redlock it uses is destroyed.
+  std::jthread redlock_waiter_;
 };
 
 }  // namespace dlock::cli

@@ -158,7 +158,9 @@ WaitOutcome wait_for_lock(Context& ctx, LockTarget& target, std::optional<millis
     out.lease.emplace(std::move(*r));
   } else {
     out.error = r.error();
-    if (out.signal != 0) settle_cancelled_attempt(ctx.client());
+    // not_replicated: the library took the lock, then sent its release (fail closed) and
+    // reported at once; the same wait makes sure that release is not dropped as we exit.
+    if (out.signal != 0 || out.error.code == dlock::errc::not_replicated) settle_cancelled_attempt(ctx.client());
   }
   return out;
 }

@@ -12,7 +12,8 @@ namespace dlock::cli::lua {
 // Reply: 1 extended; 0 not held by this owner; {-1, type} the key holds another type.
 extern const char* const extend;
 
-// KEYS[1] P{N}, KEYS[2] P{N}:rel; ARGV[1] owner, ARGV[2] the channel P{N}:ch, ARGV[3] marker ttl ms.
+// KEYS[1] P{N}, KEYS[2] P{N}:rel; ARGV[1] owner, ARGV[2] the channel P{N}:ch, ARGV[3] marker ttl ms,
+// ARGV[4] "PUBLISH", or "SPUBLISH" on a Redis Cluster (where dlock's waiters use sharded pub/sub).
 // Reply: 1 released; 2 already released by this owner; 0 not held by this owner;
 //        {-1, type} the key holds another type.
 extern const char* const release;

@@ -44,7 +44,7 @@ int run_cli(Context& ctx, const std::vector<std::string>& argv) {
   std::vector<std::string> before;
   while (i < argv.size() && argv[i].size() > 1 && argv[i][0] == '-' && argv[i] != "--") {
     before.push_back(argv[i]);
-    const bool takes_value = argv[i] == "--redis" || argv[i] == "--prefix";
+    const bool takes_value = argv[i] == "--redis" || argv[i] == "--redlock" || argv[i] == "--prefix";
     if (takes_value && i + 1 < argv.size()) before.push_back(argv[++i]);
     ++i;
   }
