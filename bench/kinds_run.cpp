@@ -1,6 +1,7 @@
 #include "kinds_run.hpp"
 
 #include <cstdio>
+#include <stdexcept>
 
 #include "contended.hpp"
 #include "kinds.hpp"
@@ -9,23 +10,38 @@
 
 namespace bench {
 
-std::vector<std::string> kinds_to_run(const Options& o) {
-  std::vector<std::string> out;
+namespace {
+
+// --kinds, minus Redlock when no --redlock nodes were given.
+std::vector<const KindInfo*> selected(const Options& o) {
+  std::vector<const KindInfo*> out;
   for (const auto& k : scenario5_kinds()) {
-    if (!wants_kind(o, k.slug)) continue;
-    if (k.kind == LockKind::redlock && o.redlock_urls.empty()) {
-      std::fprintf(stderr, "dlock-bench: no --redlock nodes: Redlock is left out of scenario 5\n");
-      continue;
-    }
-    out.push_back(k.slug);
+    if (!wants_kind(o, k.slug) || (k.kind == LockKind::redlock && o.redlock_urls.empty())) continue;
+    out.push_back(&k);
   }
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::string> kinds_to_run(const Options& o) {
+  for (const auto& want : o.kinds) {
+    bool known = false;
+    for (const auto& k : scenario5_kinds()) known = known || k.slug == want;
+    if (!known) throw std::runtime_error("--kinds: unknown kind '" + want + "' (see --help)");
+  }
+  if (wants_kind(o, "redlock") && o.redlock_urls.empty()) {
+    std::fprintf(stderr, "dlock-bench: no --redlock nodes: Redlock is left out of scenario 5\n");
+  }
+  std::vector<std::string> out;
+  for (const KindInfo* k : selected(o)) out.push_back(k->slug);
   return out;
 }
 
 void add_kind_rows(Report& r, const Options& o) {
   const int multi = o.floor_connections;
-  for (const auto& k : scenario5_kinds()) {
-    if (!wants_kind(o, k.slug) || (k.kind == LockKind::redlock && o.redlock_urls.empty())) continue;
+  for (const KindInfo* kp : selected(o)) {
+    const KindInfo& k = *kp;
     const std::string prefix = kind_prefix(k.slug);
     for (int t : o.kind_threads) add_uncontended_row(r, prefix, k.label, t, "thread", multi);
     r.add(Row{prefix + "uncontended.t1.cmds", "2 uncontended: client commands per pair, 1 thread", k.label, "cmds", 2,
@@ -38,8 +54,8 @@ void add_kind_rows(Report& r, const Options& o) {
 
 void kinds_round(const Options& o, int round, Report& r, KindsRoundOutput out) {
   const std::string rs = ".r" + std::to_string(round);
-  for (const auto& k : scenario5_kinds()) {
-    if (!wants_kind(o, k.slug) || (k.kind == LockKind::redlock && o.redlock_urls.empty())) continue;
+  for (const KindInfo* kp : selected(o)) {
+    const KindInfo& k = *kp;
     const std::string prefix = kind_prefix(k.slug);
     for (int t : o.kind_threads) {
       auto u = uncontended_pairs(o.redis_url, t, AcquireStyle::waiting, o.warmup, o.duration, k.kind, o.redlock_urls);
