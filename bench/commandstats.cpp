@@ -39,6 +39,26 @@ CommandCounts delta(const CommandCounts& before, const CommandCounts& after) {
   return d;
 }
 
+Json counts_json(const CommandCounts& c) {
+  Json j = Json::object();
+  for (const auto& [name, n] : c) j.set(name, n);
+  return j;
+}
+
+StatsReader::StatsReader(const std::vector<std::string>& urls) {
+  for (const auto& u : urls) servers_.push_back(std::make_unique<RawRedis>(u));
+}
+
+StatsReader::~StatsReader() = default;
+
+CommandCounts StatsReader::read() {
+  CommandCounts sum;
+  for (auto& s : servers_) {
+    for (const auto& [name, n] : read_commandstats(*s)) sum[name] += n;
+  }
+  return sum;
+}
+
 std::string top_level_name(const std::string& name) {
   std::string top = name.substr(0, name.find('|'));
   std::transform(top.begin(), top.end(), top.begin(), [](unsigned char c) { return std::tolower(c); });

@@ -13,7 +13,11 @@
 #include <cstdint>
 #include <map>
 #include <set>
+#include <memory>
 #include <string>
+#include <vector>
+
+#include "json.hpp"
 
 namespace bench {
 
@@ -26,12 +30,27 @@ CommandCounts read_commandstats(RawRedis& redis);
 CommandCounts parse_commandstats(const std::string& info_text);
 CommandCounts delta(const CommandCounts& before, const CommandCounts& after);
 
+// The commandstats of several servers (Redlock's nodes) summed; connections opened up front so
+// that opening them is not counted inside a window.
+class StatsReader {
+ public:
+  explicit StatsReader(const std::vector<std::string>& urls);
+  ~StatsReader();
+  CommandCounts read();
+
+ private:
+  std::vector<std::unique_ptr<RawRedis>> servers_;
+};
+
 // The top-level command name: "client|setname" -> "client"; lower case.
 std::string top_level_name(const std::string& name);
 
 // Calls in `d` that a client issued: every command except those in `script_commands` (lower
 // case top-level names used by the library's scripts) and INFO (the bench's own).
 std::uint64_t client_issued(const CommandCounts& d, const std::set<std::string>& script_commands);
+
+// {"evalsha": n, ...}: the counts as JSON (results.json's details).
+Json counts_json(const CommandCounts& c);
 
 // The command names dlock's scripts call, extracted from src/scripts/*.lua at build time.
 const std::set<std::string>& dlock_script_commands();

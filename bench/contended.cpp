@@ -22,7 +22,11 @@ namespace {
 
 constexpr int max_workers = 16;
 constexpr std::uint32_t max_samples = 1u << 17;  // per worker; far above what 1 ms holds allow
-const std::string lock_name = "bench:contended";
+
+// Mutex keeps the name it had before scenario 5; the other kinds each have their own.
+std::string lock_name(LockKind kind) {
+  return kind == LockKind::mutex ? "bench:contended" : "bench:contended:" + kind_info(kind).slug;
+}
 
 struct Sample {
   float handoff_us;
@@ -58,13 +62,13 @@ static_assert(std::atomic<std::int64_t>::is_always_lock_free, "shared across pro
 
 int process_of(int worker, int processes) { return worker % processes; }
 
-void worker_loop(Shared& sh, dlock::Mutex& m, int me, int hold_us) {
+void worker_loop(Shared& sh, BenchLock& m, int me, int hold_us) {
   tighten_timer_slack();
   WorkerSlot& slot = sh.slots[me];
   sh.ready.fetch_add(1);
   while (sh.go.load() == 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
   while (sh.stop.load() == 0) {
-    auto lease = m.acquire();
+    auto lease = m.acquire(dlock::WaitOptions{});
     const std::int64_t acquired = now_ns();
     if (!lease) {
       slot.errors.fetch_add(1);
@@ -109,9 +113,10 @@ void worker_loop(Shared& sh, dlock::Mutex& m, int me, int hold_us) {
 [[noreturn]] void child_main(Shared& sh, const ContendedConfig& cfg, int proc) {
   int rc = 0;
   try {
-    dlock::Client client(cfg.url);  // created after fork(): its event-loop thread is ours
-    if (auto ok = client.ping(); !ok) throw std::runtime_error("worker process cannot reach the server: " + ok.error().what());
-    dlock::Mutex m(client, lock_name);
+    // Created after fork(): a Client's event-loop thread is ours only if we start it.
+    const KindClients clients(cfg.kind, cfg.url, cfg.redlock_urls);
+    const auto lock = make_lock(cfg.kind, clients, lock_name(cfg.kind));
+    BenchLock& m = *lock;
     std::vector<std::thread> threads;
     for (int w = 0; w < cfg.workers; ++w) {
       if (process_of(w, cfg.processes) == proc) threads.emplace_back([&, w] { worker_loop(sh, m, w, cfg.hold_us); });
@@ -152,8 +157,14 @@ void reap(std::vector<pid_t>& pids, double timeout_s) {
 ContendedResult contended_run(const ContendedConfig& cfg) {
   if (cfg.workers > max_workers) throw std::runtime_error("at most 16 contended workers");
   if (cfg.processes < 2 || cfg.processes > cfg.workers) throw std::runtime_error("need 2..workers processes");
-  RawRedis admin(cfg.url);
-  (void)admin.command({"DEL", "dlock:{" + lock_name + "}"});
+  if (!kind_info(cfg.kind).contended) throw std::runtime_error(kind_info(cfg.kind).label + " has no contended run");
+  const std::vector<std::string> servers =
+      cfg.kind == LockKind::redlock ? split_urls(cfg.redlock_urls) : std::vector<std::string>{cfg.url};
+  for (const auto& u : servers) {
+    RawRedis admin(u);
+    admin.delete_matching("dlock:{" + lock_name(cfg.kind) + "*");
+  }
+  StatsReader stats(servers);
 
   SharedRegion<Shared> sh;
   std::fflush(nullptr);  // no buffered output may be written twice by the children
@@ -184,13 +195,13 @@ ContendedResult contended_run(const ContendedConfig& cfg) {
 
   sh->go.store(1);
   std::this_thread::sleep_for(std::chrono::duration<double>(cfg.warmup));
-  const CommandCounts before = read_commandstats(admin);
+  const CommandCounts before = stats.read();
   const std::int64_t t0 = now_ns();
   sh->measuring.store(1);
   std::this_thread::sleep_for(std::chrono::duration<double>(cfg.duration));
   sh->measuring.store(0);
   const std::int64_t t1 = now_ns();
-  const CommandCounts after = read_commandstats(admin);
+  const CommandCounts after = stats.read();
   sh->stop.store(1);
   reap(pids, 15);
   if (sh->failed.load() != 0) throw std::runtime_error(std::string("a worker process failed: ") + sh->error);

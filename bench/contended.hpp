@@ -1,5 +1,6 @@
-// bench/contended.hpp — scenario 3: W workers spread over P >= 2 OS processes contend for one
-// dlock::Mutex, each holding it for `hold_us` and then asking again at once.
+// bench/contended.hpp — scenario 3 (Mutex) and 5 (every other kind but the reader, kinds.hpp):
+// W workers spread over P >= 2 OS processes contend for one lock, each holding it for `hold_us`
+// and then asking again at once.
 //
 // Each process is forked first and only then creates its own dlock::Client (a Client's thread
 // does not survive fork()). The workers share one block of memory (mmap MAP_SHARED, made before
@@ -19,6 +20,7 @@
 #include <vector>
 
 #include "commandstats.hpp"
+#include "kinds.hpp"
 
 namespace bench {
 
@@ -29,6 +31,8 @@ struct ContendedConfig {
   int hold_us = 1000;
   double warmup = 0.5;
   double duration = 5;
+  LockKind kind = LockKind::mutex;
+  std::string redlock_urls;  // LockKind::redlock only
 };
 
 struct ContendedResult {

@@ -12,7 +12,9 @@
 
 #include "contended.hpp"
 #include "floor.hpp"
+#include "kinds.hpp"
 #include "json.hpp"
+#include "kinds_run.hpp"
 #include "options.hpp"
 #include "peers.hpp"
 #include "raw_redis.hpp"
@@ -47,12 +49,6 @@ std::string utc_now() {
   return buf;
 }
 
-Json counts_json(const CommandCounts& c) {
-  Json j = Json::object();
-  for (const auto& [name, n] : c) j.set(name, n);
-  return j;
-}
-
 void write_samples(const std::string& path, const std::vector<double>& us) {
   std::ofstream out(path);
   if (!out) throw std::runtime_error("cannot write " + path);
@@ -70,9 +66,10 @@ int run(int argc, char** argv) {
   const bool unc = wants(o, "uncontended");
   const bool con = wants(o, "contended");
   const bool wd = wants(o, "watchdog");
+  const bool kinds = wants(o, "kinds") && !kinds_to_run(o).empty();
   // A scenario's targets compare it with the floor: measure what it needs.
-  const bool need_rtt = floor || con;
-  const bool need_pairs = floor || unc;
+  const bool need_rtt = floor || con || kinds;
+  const bool need_pairs = floor || unc || kinds;
 
   RawRedis admin(o.redis_url);
   const std::string version = redis_version(admin);
@@ -85,23 +82,25 @@ int run(int argc, char** argv) {
   if (need_rtt || need_pairs) add_floor_rows(report, multi);
   const std::vector<int> try_threads{1, 64};
   if (unc) {
-    for (int t : o.uncontended_threads) add_uncontended_row(report, "", "dlock", t, "thread", multi);
-    report.add(Row{"uncontended.t1.cmds", "2 uncontended: client commands per pair, 1 thread", "dlock", "cmds", 2, {},
+    for (int t : o.uncontended_threads) add_uncontended_row(report, "", "dlock Mutex", t, "thread", multi);
+    report.add(Row{"uncontended.t1.cmds", "2 uncontended: client commands per pair, 1 thread", "dlock Mutex", "cmds", 2, {},
                    {}, {}, 0, {}, {}});
     for (int t : try_threads) {
       report.add(Row{"uncontended.try.t" + std::to_string(t),
                      "2 uncontended, one-try acquire (timeout 0), " + std::to_string(t) + " thread" + (t == 1 ? "" : "s"),
-                     "dlock", "pairs/s", 0, {},
+                     "dlock Mutex", "pairs/s", 0, {},
                      Target{Target::Kind::ratio_info, 0, floor_pairs_id(t == 1 ? 1 : multi), "(info)", 0}, {}, 0, {}, {}});
     }
   }
   if (con) {
-    for (int p : o.contended_processes) add_contended_rows(report, "", "dlock", o.contended_workers, p, true);
+    for (int p : o.contended_processes) add_contended_rows(report, "", "dlock Mutex", o.contended_workers, p, true);
   }
+  if (kinds) add_kind_rows(report, o);
   if (wd) add_watchdog_rows(report, o.watchdog_locks);
 
   Json details = Json::object();
-  std::map<int, std::vector<double>> handoff_samples;  // processes -> pooled samples
+  std::map<int, std::vector<double>> handoff_samples;  // processes -> pooled samples (Mutex)
+  std::map<std::string, std::vector<double>> kind_samples;  // "<kind>-p<P>" -> pooled samples
   unsigned long long errors = 0;
 
   // Rounds: every measurement once per round, so slow drift of the shared machine spreads over
@@ -141,7 +140,8 @@ int run(int argc, char** argv) {
     }
     if (con) {
       for (int p : o.contended_processes) {
-        ContendedConfig cfg{o.redis_url, o.contended_workers, p, o.hold_us, o.warmup, o.contended_duration};
+        ContendedConfig cfg{o.redis_url, o.contended_workers, p, o.hold_us, o.warmup, o.contended_duration,
+                            LockKind::mutex, ""};
         auto c = contended_run(cfg);
         auto id = [&](const char* m) { return contended_id("", p, m); };
         report.record(id("rate"), c.acquisitions_per_second);
@@ -168,6 +168,7 @@ int run(int argc, char** argv) {
                  c.handoff_max_us, c.fairness, c.commands_per_acquisition);
       }
     }
+    if (kinds) kinds_round(o, round, report, KindsRoundOutput{details, kind_samples, errors});
     if (wd) {
       auto w = watchdog_run(WatchdogConfig{o.redis_url, o.watchdog_locks, o.watchdog_seconds});
       report.record("watchdog.renewals", w.renewals_per_second);
@@ -201,6 +202,7 @@ int run(int argc, char** argv) {
     for (const auto& [p, us] : handoff_samples) {
       write_samples(o.samples_dir + "/handoff-dlock-p" + std::to_string(p) + ".txt", us);
     }
+    for (const auto& [kp, us] : kind_samples) write_samples(o.samples_dir + "/handoff-dlock-" + kp + ".txt", us);
   }
 
   Json doc = Json::object();
@@ -218,6 +220,7 @@ int run(int argc, char** argv) {
   meta.set("contended_s", o.contended_duration);
   meta.set("watchdog_s", o.watchdog_seconds);
   meta.set("hold_us", o.hold_us);
+  meta.set("redlock_nodes", split_urls(o.redlock_urls).size());
   meta.set("errors", errors);
   doc.set("meta", meta);
   doc.set("rows", report.rows_json());

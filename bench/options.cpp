@@ -22,6 +22,10 @@ Scenarios (--scenario NAME, repeatable; default: all):
   contended    8 workers in >= 2 processes on one key, each holding 1 ms: acquisitions/s,
                utilisation, handoff latency p50/p99/max, fairness, commands per acquisition
   watchdog     10,000 locks held by one Client: renewals/s, client CPU, memory per lock
+  kinds        scenario 5, every other lock kind on Mutex's footing: uncontended pairs/s (1 and
+               8 threads) and the contended run (8 workers / 2 processes) for ReentrantMutex,
+               FairLock, SharedMutex writer and reader (uncontended only), Semaphore (1 permit),
+               MultiLock (3 names) and Redlock (3 nodes, --redlock; skipped without it)
 A scenario's targets need the floor: running one scenario also measures what it compares to.
 
 Options:
@@ -42,6 +46,9 @@ Options:
   --threads L               caller threads of the uncontended scenario (default 1,8,64)
   --watchdog-seconds S      how long the locks are held (default 60, quick 10)
   --watchdog-locks N        locks held in the watchdog scenario (default 10000)
+  --redlock URLS            comma list of 3 throwaway servers for Redlock (scripts/bench starts them)
+  --kinds L                 comma list of scenario-5 kinds (reentrant, fair, shared-writer,
+                            shared-reader, semaphore, multi3, redlock; default all)
 )";
 
 [[noreturn]] void bad(const std::string& why) {
@@ -77,12 +84,16 @@ std::vector<int> to_list(const std::string& flag, const std::string& v, int min)
 }  // namespace
 
 const std::vector<std::string>& scenario_names() {
-  static const std::vector<std::string> names{"floor", "uncontended", "contended", "watchdog"};
+  static const std::vector<std::string> names{"floor", "uncontended", "contended", "watchdog", "kinds"};
   return names;
 }
 
 bool wants(const Options& o, const std::string& scenario) {
   return o.scenarios.empty() || std::find(o.scenarios.begin(), o.scenarios.end(), scenario) != o.scenarios.end();
+}
+
+bool wants_kind(const Options& o, const std::string& slug) {
+  return o.kinds.empty() || std::find(o.kinds.begin(), o.kinds.end(), slug) != o.kinds.end();
 }
 
 Options parse_options(int argc, char** argv) {
@@ -105,7 +116,7 @@ Options parse_options(int argc, char** argv) {
       const std::string s = value();
       const auto& names = scenario_names();
       if (std::find(names.begin(), names.end(), s) == names.end()) {
-        bad("unknown scenario '" + s + "' (floor, uncontended, contended, watchdog)");
+        bad("unknown scenario '" + s + "' (floor, uncontended, contended, watchdog, kinds)");
       }
       o.scenarios.push_back(s);
     } else if (a == "--repeats") {
@@ -134,6 +145,12 @@ Options parse_options(int argc, char** argv) {
       o.hold_us = to_int(a, value(), 0);
     } else if (a == "--threads") {
       o.uncontended_threads = to_list(a, value(), 1);
+    } else if (a == "--redlock") {
+      o.redlock_urls = value();
+    } else if (a == "--kinds") {
+      std::stringstream ss(value());
+      std::string k;
+      while (std::getline(ss, k, ',')) o.kinds.push_back(k);
     } else if (a == "--watchdog-locks") {
       o.watchdog_locks = to_int(a, value(), 1);
     } else {

@@ -30,6 +30,12 @@ struct Options {
   std::vector<int> contended_processes{2, 8};       // --contended-processes LIST (each >= 2)
   int hold_us = 1000;                               // --hold-us N: time each holder keeps the lock
   int watchdog_locks = 10000;                       // --watchdog-locks N
+
+  // Scenario 5 (kinds).
+  std::string redlock_urls;                         // --redlock URL,URL,URL: Redlock's nodes
+  std::vector<std::string> kinds;                   // --kinds LIST (slugs); empty: all
+  std::vector<int> kind_threads{1, 8};              // uncontended callers per kind
+  int kind_processes = 2;                           // the contended layout per kind (the target's)
 };
 
 // Parses argv; on --help prints usage and exits 0, on a bad argument prints why and exits 64.
@@ -39,5 +45,7 @@ Options parse_options(int argc, char** argv);
 const std::vector<std::string>& scenario_names();
 
 bool wants(const Options& o, const std::string& scenario);
+// Scenario 5 runs this kind (by its slug, kinds.hpp).
+bool wants_kind(const Options& o, const std::string& slug);
 
 }  // namespace bench

@@ -47,11 +47,16 @@ void Report::record(const std::string& id, double value) {
 
 namespace {
 
-// "peer.redis-py.contended.p2.p50" -> "contended.p2.p50"
+// "peer.redis-py.contended.p2.p50" -> "contended.p2.p50", and likewise for the lock kinds of
+// scenario 5 ("kind.fair.contended.p2.p50"): every library's and kind's row of one measurement
+// sits next to dlock Mutex's.
 std::string group_of(const std::string& id) {
-  if (id.rfind("peer.", 0) != 0) return id;
-  const auto dot = id.find('.', 5);
-  return dot == std::string::npos ? id : id.substr(dot + 1);
+  for (const std::string prefix : {"peer.", "kind."}) {
+    if (id.rfind(prefix, 0) != 0) continue;
+    const auto dot = id.find('.', prefix.size());
+    return dot == std::string::npos ? id : id.substr(dot + 1);
+  }
+  return id;
 }
 
 }  // namespace

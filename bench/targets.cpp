@@ -40,7 +40,7 @@ std::string contended_id(const std::string& prefix, int processes, const std::st
 }
 
 void add_contended_rows(Report& r, const std::string& prefix, const std::string& library, int workers, int processes,
-                        bool with_internals) {
+                        bool with_internals, bool fair_fairness) {
   const std::string what = "3 contended (" + std::to_string(workers) + " workers / " + std::to_string(processes) +
                            " processes): ";
   auto id = [&](const std::string& m) { return contended_id(prefix, processes, m); };
@@ -51,8 +51,9 @@ void add_contended_rows(Report& r, const std::string& prefix, const std::string&
   r.add(Row{id("p99"), what + "handoff p99", library, "us", 0, {}, Target{K::at_most, 1000, "", "≤ 1000 us", 0}, {}, 0,
             {}, {}});
   r.add(Row{id("max"), what + "handoff max", library, "us", 0, {}, {}, {}, 0, {}, {}});
-  r.add(Row{id("fair"), what + "fairness min/max", library, "ratio", 2, {}, Target{K::at_least, 0.5, "", "≥ 0.5 (Mutex)", 0},
-            {}, 0, {}, {}});
+  const Target fairness = fair_fairness ? Target{K::at_least, 0.9, "", "≥ 0.9 (FairLock)", 0}
+                                        : Target{K::at_least, 0.5, "", "≥ 0.5 (Mutex)", 0};
+  r.add(Row{id("fair"), what + "fairness min/max", library, "ratio", 2, {}, fairness, {}, 0, {}, {}});
   r.add(Row{id("cmds"), what + "client commands per acquisition", library, "cmds", 2, {},
             Target{K::at_most, 4, "", "≤ 4", 0}, {}, 0, {}, {}});
   if (with_internals) {
@@ -62,6 +63,8 @@ void add_contended_rows(Report& r, const std::string& prefix, const std::string&
               Target{K::ratio_info, 0, floor_rtt_id, "(vs round trip)", 0}, {}, 0, {}, {}});
   }
 }
+
+std::string kind_prefix(const std::string& slug) { return "kind." + slug + "."; }
 
 void add_watchdog_rows(Report& r, int locks) {
   const std::string what = "4 watchdog (" + std::to_string(locks) + " locks held): ";

@@ -22,8 +22,13 @@ void add_uncontended_row(Report& r, const std::string& prefix, const std::string
                          const std::string& callers_word, int multi_connections);
 
 std::string contended_id(const std::string& prefix, int processes, const std::string& metric);
+// `fair_fairness`: hold fairness to FairLock's target (>= 0.9) instead of Mutex's (>= 0.5).
 void add_contended_rows(Report& r, const std::string& prefix, const std::string& library, int workers, int processes,
-                        bool with_internals);
+                        bool with_internals, bool fair_fairness = false);
+
+// Scenario 5: a kind's rows carry Mutex's ids behind the prefix "kind.<slug>." (so the table
+// shows them next to Mutex's, under Mutex's targets) and its label as the library.
+std::string kind_prefix(const std::string& slug);
 
 void add_watchdog_rows(Report& r, int locks);
 

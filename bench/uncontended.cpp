@@ -7,20 +7,19 @@
 #include <thread>
 #include <vector>
 
-#include "raw_redis.hpp"
 #include "rate_window.hpp"
 
 namespace bench {
 
 UncontendedResult uncontended_pairs(const std::string& url, int threads, AcquireStyle style, double warmup,
-                                    double duration) {
-  RawRedis admin(url);
-  dlock::Client client(url);
-  if (auto ok = client.ping(); !ok) throw std::runtime_error("dlock client cannot reach the server: " + ok.error().what());
-  std::vector<std::unique_ptr<dlock::Mutex>> mutexes;
-  for (int t = 0; t < threads; ++t) {
-    mutexes.push_back(std::make_unique<dlock::Mutex>(client, "bench:u:" + std::to_string(t)));
-  }
+                                    double duration, LockKind kind, const std::string& redlock_urls) {
+  const KindClients clients(kind, url, redlock_urls);
+  StatsReader stats(clients.stat_urls());
+  // Mutex keeps the key names it had before scenario 5; each other kind has its own names
+  // (kinds may not share a name: wrong_type).
+  const std::string base = kind == LockKind::mutex ? "bench:u:" : "bench:u:" + kind_info(kind).slug + ":";
+  std::vector<std::unique_ptr<BenchLock>> locks;
+  for (int t = 0; t < threads; ++t) locks.push_back(make_lock(kind, clients, base + std::to_string(t)));
   const dlock::WaitOptions wait =
       style == AcquireStyle::waiting ? dlock::WaitOptions{} : dlock::WaitOptions{dlock::milliseconds(0), {}};
 
@@ -28,7 +27,7 @@ UncontendedResult uncontended_pairs(const std::string& url, int threads, Acquire
   std::vector<std::thread> pool;
   for (int t = 0; t < threads; ++t) {
     pool.emplace_back([&, t] {
-      dlock::Mutex& m = *mutexes[static_cast<std::size_t>(t)];
+      BenchLock& m = *locks[static_cast<std::size_t>(t)];
       while (!window.stopped()) {
         auto lease = m.acquire(wait);
         if (!lease) {
@@ -47,7 +46,7 @@ UncontendedResult uncontended_pairs(const std::string& url, int threads, Acquire
   }
   CommandCounts before, after;
   auto r = window.measure(
-      warmup, duration, [&] { before = read_commandstats(admin); }, [&] { after = read_commandstats(admin); });
+      warmup, duration, [&] { before = stats.read(); }, [&] { after = stats.read(); });
   for (auto& th : pool) th.join();
 
   UncontendedResult out;
