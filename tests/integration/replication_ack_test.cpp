@@ -34,7 +34,8 @@ class ReplicationAckTest : public ::testing::Test {
   void TearDown() override {
     if (replica) replica->resume();
   }
-  static ClientOptions acked(unsigned n, std::chrono::milliseconds timeout = 500ms) {
+  // Generous by default: on a loaded machine a healthy replica may take a while to acknowledge.
+  static ClientOptions acked(unsigned n, std::chrono::milliseconds timeout = scaled(3000ms)) {
     ClientOptions o;
     o.replication_ack.replicas = n;
     o.replication_ack.timeout = timeout;
