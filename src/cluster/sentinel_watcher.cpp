@@ -1,7 +1,8 @@
 #include "cluster/sentinel_watcher.hpp"
 
-#include <charconv>
 #include <sstream>
+
+#include "util/port.hpp"
 
 namespace dlock::detail {
 namespace {
@@ -14,13 +15,6 @@ ServerAddress plain(ServerAddress a) {
   a.password.clear();
   a.db = 0;
   return a;
-}
-
-std::optional<std::uint16_t> port_of(std::string_view s) {
-  unsigned v = 0;
-  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec != std::errc() || ptr != s.data() + s.size() || v == 0 || v > 65535) return std::nullopt;
-  return static_cast<std::uint16_t>(v);
 }
 
 }  // namespace
@@ -101,7 +95,7 @@ void SentinelWatcher::ask(std::size_t index, std::size_t tried, Error last) {
           err = Error(classify_error_reply(*r), who + ": " + r->str());
         } else if (r->is_nil() || !r->is_array() || r->size() != 2) {
           err = Error(errc::server, who + " does not know a primary named '" + master_ + "'");
-        } else if (auto port = port_of((*r)[1].str()); !port) {
+        } else if (auto port = parse_port((*r)[1].str()); !port) {
           err = Error(errc::protocol, who + " answered a bad port '" + (*r)[1].str() + "'");
         } else {
           asking_ = false;
@@ -158,7 +152,7 @@ void SentinelWatcher::on_push(Connection&, Reply&& message) {
   std::istringstream in(message[2].str());
   std::string name, old_ip, old_port, new_ip, new_port;
   if (!(in >> name >> old_ip >> old_port >> new_ip >> new_port) || name != master_) return;
-  if (auto port = port_of(new_port)) found(new_ip, *port);
+  if (auto port = parse_port(new_port)) found(new_ip, *port);
 }
 
 void SentinelWatcher::close(const Error& why) {

@@ -1,7 +1,6 @@
 #include "cluster/slot_map.hpp"
 
-#include <charconv>
-
+#include "util/port.hpp"
 #include "util/slot.hpp"
 
 namespace dlock::detail {
@@ -12,13 +11,6 @@ constexpr std::uint16_t unowned = 0xffff;
 std::optional<long long> integer_of(const Reply& r) {
   if (r.is_integer()) return r.integer();
   return r.as_integer();
-}
-
-std::optional<std::uint16_t> port_of(std::string_view s) {
-  unsigned v = 0;
-  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec != std::errc() || ptr != s.data() + s.size() || v == 0 || v > 65535) return std::nullopt;
-  return static_cast<std::uint16_t>(v);
 }
 
 }  // namespace
@@ -74,7 +66,7 @@ std::optional<Redirect> parse_redirect(std::string_view text) {
   std::string_view hostport = text.substr(space + 1);
   auto colon = hostport.rfind(':');
   if (colon == std::string_view::npos) return std::nullopt;
-  auto port = port_of(hostport.substr(colon + 1));
+  auto port = parse_port(hostport.substr(colon + 1));
   if (!port) return std::nullopt;
   r.to.host = std::string(hostport.substr(0, colon));
   r.to.port = *port;

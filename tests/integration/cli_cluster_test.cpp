@@ -21,6 +21,7 @@
 
 #include "dlock/client.hpp"
 #include "dlock/mutex.hpp"
+#include "support/cli_binary.hpp"
 #include "support/process.hpp"
 #include "support/raw_connection.hpp"
 #include "support/redis_cluster.hpp"
@@ -39,19 +40,7 @@ using dlock::test::ServerGroup;
 using dlock::test::eventually;
 using dlock::test::scaled;
 
-// The binary next to this test's build tree (<exe dir>/../cli/dlock), else $DLOCK_CLI.
-std::string cli_binary() {
-  char buf[PATH_MAX] = {};
-  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
-  if (n > 0) {
-    const std::filesystem::path exe(std::string(buf, static_cast<std::size_t>(n)));
-    const std::filesystem::path candidate = exe.parent_path() / ".." / "cli" / "dlock";
-    if (::access(candidate.c_str(), X_OK) == 0) return candidate.lexically_normal().string();
-  }
-  const char* env = std::getenv("DLOCK_CLI");
-  if (env != nullptr && ::access(env, X_OK) == 0) return env;
-  return {};
-}
+using dlock::test::cli_binary;
 
 // Runs the CLI with `args`, nothing inherited from the caller's DLOCK_* variables.
 CommandResult run_dlock(const std::vector<std::string>& args, std::vector<std::pair<std::string, std::string>> env = {}) {

@@ -29,6 +29,7 @@
 #include <utility>
 #include <vector>
 
+#include "support/cli_binary.hpp"
 #include "support/process.hpp"
 #include "support/raw_connection.hpp"
 #include "support/wait.hpp"
@@ -52,18 +53,7 @@ using Env = std::vector<std::pair<std::string, std::string>>;
 
 // ------------------------------------------------------------------------------ helpers
 
-std::string cli_binary() {
-  char buf[PATH_MAX] = {};
-  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
-  if (n > 0) {
-    const std::filesystem::path exe(std::string(buf, static_cast<std::size_t>(n)));
-    const std::filesystem::path candidate = exe.parent_path() / ".." / "cli" / "dlock";
-    if (::access(candidate.c_str(), X_OK) == 0) return candidate.lexically_normal().string();
-  }
-  const char* env = std::getenv("DLOCK_CLI");
-  if (env != nullptr && ::access(env, X_OK) == 0) return env;
-  return {};
-}
+using dlock::test::cli_binary;
 
 
 

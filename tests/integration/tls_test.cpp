@@ -25,6 +25,7 @@
 #include "dlock/client.hpp"
 #include "dlock/error.hpp"
 #include "dlock/mutex.hpp"
+#include "support/cli_binary.hpp"
 #include "support/lock_helpers.hpp"
 #include "support/process.hpp"
 #include "support/raw_connection.hpp"
@@ -52,19 +53,7 @@ using dlock::test::scaled;
 
 bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
-// The CLI binary of this build tree (<exe dir>/../cli/dlock), else $DLOCK_CLI.
-std::string cli_binary() {
-  char buf[PATH_MAX] = {};
-  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
-  if (n > 0) {
-    const std::filesystem::path exe(std::string(buf, static_cast<std::size_t>(n)));
-    const std::filesystem::path candidate = exe.parent_path() / ".." / "cli" / "dlock";
-    if (::access(candidate.c_str(), X_OK) == 0) return candidate.lexically_normal().string();
-  }
-  const char* env = std::getenv("DLOCK_CLI");
-  if (env != nullptr && ::access(env, X_OK) == 0) return env;
-  return {};
-}
+using dlock::test::cli_binary;
 
 class TlsTest : public ::testing::Test {
  protected:
