@@ -249,16 +249,9 @@ void ClientCore::drain() {
 void ClientCore::send_now(std::string payload, ReplyHandler done) {
   if (shut_down_.load() && !work_) return done(Error(errc::shutdown, "client is shut down"));
   if (cluster_) return cluster_->send(std::move(payload), std::move(done));
-  if (sentinel_) {
-    // Until a sentinel has answered, commands wait in the (idle) connections; once every
-    // sentinel has failed to, they fail fast with the reason.
-    if (!primary_known_ && discovery_failed_) return done(discovery_error_);
-    // A primary demoted by a failover answers writes with READONLY: ask the sentinels again.
-    done = [this, done = std::move(done)](Result<Reply> r) {
-      if (r.ok() && r->is_error() && r->error_prefix() == "READONLY") sentinel_->rediscover();
-      done(std::move(r));
-    };
-  }
+  // Sentinel: until a sentinel has answered, commands wait in the (idle) connections; once
+  // every sentinel has failed to, they fail fast with the reason.
+  if (sentinel_ && !primary_known_ && discovery_failed_) return done(discovery_error_);
   primary_->pick().send(Command{std::move(payload), std::move(done)});
 }
 
@@ -310,6 +303,11 @@ void ClientCore::on_connection_state(Connection& c, Connection::State s) {
                    auto has = [&](char f) { return flags.find(f) != std::string::npos; };
                    keyspace_events_.store(has('K') && (has('A') || has('g') || has('x')));
                  }});
+}
+
+void ClientCore::on_error_reply(Connection&, const Reply& reply) {
+  // A primary demoted by a failover answers writes with READONLY: ask the sentinels again.
+  if (sentinel_ && reply.error_prefix() == "READONLY") sentinel_->rediscover();
 }
 
 void ClientCore::close_all() {

@@ -102,6 +102,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore>, public Conne
   std::atomic<std::size_t> active_leases_{0};
 
  void on_connection_state(Connection& c, Connection::State s) override;
+  void on_error_reply(Connection& c, const Reply& reply) override;
 
  private:
   void drain();

@@ -4,7 +4,6 @@
 #include <array>
 #include <cctype>
 #include <charconv>
-#include <string>
 
 #include "util/slot.hpp"
 
@@ -32,11 +31,17 @@ bool read_bulk(std::string_view p, std::size_t& pos, std::string_view& out) {
   return true;
 }
 
-std::string upper(std::string_view s) {
-  std::string u(s);
-  std::transform(u.begin(), u.end(), u.begin(), [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
-  return u;
-}
+// The command name in upper case, without allocating (no command has a longer name; a longer
+// one comes out empty and is routed by its first argument).
+struct Upper {
+  std::array<char, 16> buf{};
+  std::size_t len = 0;
+  explicit Upper(std::string_view s) {
+    if (s.size() > buf.size()) return;
+    for (char c : s) buf[len++] = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  }
+  std::string_view view() const { return {buf.data(), len}; }
+};
 
 constexpr std::array<std::string_view, 22> keyless = {
     "PING",   "ECHO",   "INFO",      "TIME",   "CONFIG",  "CLUSTER", "CLIENT", "COMMAND",
@@ -51,12 +56,13 @@ std::optional<std::uint16_t> command_slot(std::string_view payload) {
   if (!read_header(payload, pos, '*', argc) || argc < 1) return std::nullopt;
   std::string_view name;
   if (!read_bulk(payload, pos, name)) return std::nullopt;
-  const std::string cmd = upper(name);
+  const Upper upper_name(name);
+  const std::string_view cmd = upper_name.view();
   std::string_view arg;
   if (cmd == "PUBSUB") {
     // PUBSUB SHARDNUMSUB <channel>: counted by the shard that owns the channel's slot.
     std::string_view sub;
-    if (argc < 3 || !read_bulk(payload, pos, sub) || upper(sub) != "SHARDNUMSUB" || !read_bulk(payload, pos, arg)) {
+    if (argc < 3 || !read_bulk(payload, pos, sub) || Upper(sub).view() != "SHARDNUMSUB" || !read_bulk(payload, pos, arg)) {
       return std::nullopt;
     }
     return key_slot(arg);

@@ -266,6 +266,7 @@ void Connection::on_reply(Reply&& reply) {
   }
   Pending p = std::move(inflight_.front());
   inflight_.pop_front();
+  if (reply.is_error() && observer_ != nullptr) observer_->on_error_reply(*this, reply);
   p.done(std::move(reply));
 }
 

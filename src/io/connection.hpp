@@ -47,6 +47,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
     virtual void on_connection_state(Connection& c, State s) = 0;
     // Subscriber connections: a pub/sub message ("message"/"smessage"/"pmessage" array).
     virtual void on_push(Connection&, Reply&&) {}
+    // Every error reply, before its command's handler sees it (Sentinel: READONLY means the
+    // node was demoted). Must not send on or close this connection.
+    virtual void on_error_reply(Connection&, const Reply&) {}
   };
 
   Connection(asio::io_context& io, ServerAddress address, const ClientOptions& options,
