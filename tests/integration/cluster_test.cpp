@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <future>
 #include <optional>
 #include <set>
 #include <thread>
@@ -249,6 +250,44 @@ TEST_F(ClusterTest, HeldLockSurvivesASlotMigration) {
 }
 
 // A single-key command for a key that already moved answers ASK: followed with ASKING.
+// A waiter's sharded subscription lives on the shard of the lock's slot. When the slot moves,
+// the old owner drops it ("sunsubscribe"); the waiter subscribes on the new owner and is still
+// woken by the release, long before the holder's TTL.
+TEST_F(ClusterTest, WaiterFollowsItsSlotToTheNewOwner) {
+  const std::string name = "moving-waiter";
+  const std::string key = key_of(name);
+  const std::string channel = key + ":ch";
+  const auto slot = detail::key_slot(key);
+  Client other(cluster_->url_with_seed(2));
+  Mutex holder(*client, name, watchdog(30s));
+  Mutex waiter(other, name);
+  auto held = holder.acquire(no_wait());
+  ASSERT_TRUE(held.ok());
+  auto pending = std::async(std::launch::async, [&] { return waiter.acquire(WaitOptions{.timeout = 25s}); });
+  const std::size_t from = cluster_->owner_of_slot(slot);
+  std::size_t to = from;
+  for (std::size_t p : cluster_->primaries()) {
+    if (p != from) to = p;
+  }
+  auto subscribed_on = [&](std::size_t node) {
+    RawConnection c(cluster_->node(node));
+    auto n = c.cmd_array({"PUBSUB", "SHARDNUMSUB", channel});
+    return n.size() == 2 && n[1] == "1";
+  };
+  ASSERT_TRUE(eventually([&] { return subscribed_on(from); }, scaled(5s)));
+  cluster_->begin_migration(slot, from, to);
+  cluster_->finish_migration(slot, from, to);
+  EXPECT_TRUE(eventually([&] { return subscribed_on(to); }, scaled(10s))) << "the subscription did not follow";
+  const auto t0 = SteadyClock::now();
+  ASSERT_TRUE(held->release().ok());
+  auto got = pending.get();
+  ASSERT_TRUE(got.ok()) << got.error().what();
+  EXPECT_LT(ms_since(t0), 10s);  // woken by the release on the new owner, not the 30 s TTL
+  ASSERT_TRUE(got->release().ok());
+  cluster_->begin_migration(slot, to, from);
+  cluster_->finish_migration(slot, to, from);
+}
+
 TEST_F(ClusterTest, CommandsFollowAskDuringMigration) {
   const std::string key = "{asked}plain";
   const auto slot = detail::key_slot(key);
