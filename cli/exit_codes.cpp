@@ -31,25 +31,7 @@ int exit_code_for(const std::error_code& code, Phase phase) {
 std::string_view errc_name(const std::error_code& code) {
   if (!code) return "ok";
   if (code.category() != dlock::error_category()) return "system";
-  switch (static_cast<dlock::errc>(code.value())) {
-    case dlock::errc::busy: return "busy";
-    case dlock::errc::timeout: return "timeout";
-    case dlock::errc::cancelled: return "cancelled";
-    case dlock::errc::not_owner: return "not_owner";
-    case dlock::errc::lock_lost: return "lock_lost";
-    case dlock::errc::connection: return "connection";
-    case dlock::errc::auth: return "auth";
-    case dlock::errc::wrong_type: return "wrong_type";
-    case dlock::errc::script: return "script";
-    case dlock::errc::server: return "server";
-    case dlock::errc::invalid_argument: return "invalid_argument";
-    case dlock::errc::protocol: return "protocol";
-    case dlock::errc::shutdown: return "shutdown";
-    case dlock::errc::called_from_event_loop: return "called_from_event_loop";
-    case dlock::errc::overloaded: return "overloaded";
-    case dlock::errc::not_replicated: return "not_replicated";
-  }
-  return "unknown";
+  return dlock::errc_name(static_cast<dlock::errc>(code.value()));
 }
 
 std::string_view exit_code_help() {

@@ -33,6 +33,28 @@ class Category final : public std::error_category {
 
 }  // namespace
 
+std::string_view errc_name(errc e) noexcept {
+  switch (e) {
+    case errc::busy: return "busy";
+    case errc::timeout: return "timeout";
+    case errc::cancelled: return "cancelled";
+    case errc::not_owner: return "not_owner";
+    case errc::lock_lost: return "lock_lost";
+    case errc::connection: return "connection";
+    case errc::auth: return "auth";
+    case errc::wrong_type: return "wrong_type";
+    case errc::script: return "script";
+    case errc::server: return "server";
+    case errc::invalid_argument: return "invalid_argument";
+    case errc::protocol: return "protocol";
+    case errc::shutdown: return "shutdown";
+    case errc::called_from_event_loop: return "called_from_event_loop";
+    case errc::overloaded: return "overloaded";
+    case errc::not_replicated: return "not_replicated";
+  }
+  return "unknown";
+}
+
 const std::error_category& error_category() noexcept {
   static const Category category;
   return category;

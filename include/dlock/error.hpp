@@ -11,6 +11,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <system_error>
 
 namespace dlock {
@@ -53,6 +54,10 @@ enum class errc {
 };
 
 const std::error_category& error_category() noexcept;
+
+// The enumerator's name ("busy", "not_replicated", ...): a stable identifier for logs and
+// machine-readable output (the CLI's --json). "unknown" for a value outside the enum.
+std::string_view errc_name(errc e) noexcept;
 
 inline std::error_code make_error_code(errc e) noexcept {
   return {static_cast<int>(e), error_category()};

@@ -121,25 +121,7 @@ FencedWriteResult fenced_file_write(const std::string& path, std::uint64_t token
 
 std::string errc_name(std::error_code ec) {
   if (ec.category() != dlock::error_category()) return "system_" + std::to_string(ec.value());
-  switch (static_cast<dlock::errc>(ec.value())) {
-    case dlock::errc::busy: return "busy";
-    case dlock::errc::timeout: return "timeout";
-    case dlock::errc::cancelled: return "cancelled";
-    case dlock::errc::not_owner: return "not_owner";
-    case dlock::errc::lock_lost: return "lock_lost";
-    case dlock::errc::connection: return "connection";
-    case dlock::errc::auth: return "auth";
-    case dlock::errc::wrong_type: return "wrong_type";
-    case dlock::errc::script: return "script";
-    case dlock::errc::server: return "server";
-    case dlock::errc::invalid_argument: return "invalid_argument";
-    case dlock::errc::protocol: return "protocol";
-    case dlock::errc::shutdown: return "shutdown";
-    case dlock::errc::called_from_event_loop: return "called_from_event_loop";
-    case dlock::errc::overloaded: return "overloaded";
-    case dlock::errc::not_replicated: return "not_replicated";
-  }
-  return "errc_" + std::to_string(ec.value());
+  return std::string(dlock::errc_name(static_cast<dlock::errc>(ec.value())));
 }
 
 // The hold a lock object's on_lost refers to: set before each acquisition.

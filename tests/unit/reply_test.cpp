@@ -256,3 +256,12 @@ TEST(ClassifyErrorReply, ServerErrorsAreNotOtherCodes) {
 }
 
 }  // namespace
+
+TEST(ErrcName, EveryCodeHasItsEnumeratorName) {
+  EXPECT_EQ(dlock::errc_name(dlock::errc::busy), "busy");
+  EXPECT_EQ(dlock::errc_name(dlock::errc::not_replicated), "not_replicated");
+  EXPECT_EQ(dlock::errc_name(static_cast<dlock::errc>(999)), "unknown");
+  for (int v = 1; v <= static_cast<int>(dlock::errc::not_replicated); ++v) {
+    EXPECT_NE(dlock::errc_name(static_cast<dlock::errc>(v)), "unknown") << v;
+  }
+}
