@@ -123,16 +123,7 @@ void ClusterRouter::dispatch_acked(const std::shared_ptr<Routed>& r) {
     if (redirect || text.starts_with("TRYAGAIN") || text.starts_with("CLUSTERDOWN")) {
       // A migrating slot: the acknowledged path needs the script and its WAIT on one node, so
       // it waits for the migration to end instead of following ASK.
-      const auto delay = std::chrono::milliseconds(10 << std::min(r->retries, 5));
-      if (BootClock::now() + delay >= r->deadline) return r->done(std::move(res));
-      ++r->retries;
-      r->redirects = 0;
-      auto timer = std::make_shared<BootTimer>(io_);
-      timer->expires_after(delay);
-      return timer->async_wait([this, alive, r, timer](std::error_code) {
-        if (alive.expired()) return r->done(Error(errc::shutdown, "client is shut down"));
-        dispatch_acked(r);
-      });
+      return retry_later(r, std::move(res), true);
     }
     r->done(std::move(res));
   }});
@@ -202,7 +193,7 @@ void ClusterRouter::handle(const std::shared_ptr<Routed>& r, Result<Reply>&& res
   r->done(std::move(res));
 }
 
-void ClusterRouter::retry_later(const std::shared_ptr<Routed>& r, Result<Reply>&& last) {
+void ClusterRouter::retry_later(const std::shared_ptr<Routed>& r, Result<Reply>&& last, bool acked) {
   const auto delay = std::min<std::chrono::milliseconds>(std::chrono::milliseconds(10 << std::min(r->retries, 5)),
                                                          std::chrono::milliseconds(250));
   if (BootClock::now() + delay >= r->deadline) return r->done(std::move(last));
@@ -210,8 +201,9 @@ void ClusterRouter::retry_later(const std::shared_ptr<Routed>& r, Result<Reply>&
   r->redirects = 0;  // a new attempt: the redirection limit guards against loops within one
   auto timer = std::make_shared<BootTimer>(io_);
   timer->expires_after(delay);
-  timer->async_wait([this, alive = std::weak_ptr<bool>(alive_), r, timer](std::error_code) {
+  timer->async_wait([this, alive = std::weak_ptr<bool>(alive_), r, timer, acked](std::error_code) {
     if (alive.expired()) return r->done(Error(errc::shutdown, "client is shut down"));
+    if (acked) return dispatch_acked(r);
     dispatch(r);
   });
 }

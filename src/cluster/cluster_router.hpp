@@ -57,7 +57,9 @@ class ClusterRouter {
   struct Routed;
   void dispatch(const std::shared_ptr<Routed>& r);
   void handle(const std::shared_ptr<Routed>& r, Result<Reply>&& res);
-  void retry_later(const std::shared_ptr<Routed>& r, Result<Reply>&& last);
+  // Re-sends `r` after a short, growing delay (through dispatch_acked() when `acked`), or
+  // delivers `last` when the delay would pass its deadline.
+  void retry_later(const std::shared_ptr<Routed>& r, Result<Reply>&& last, bool acked = false);
   Node& node(const NodeEndpoint& ep);
   Connection& ack_connection(Node& n);
   void dispatch_acked(const std::shared_ptr<Routed>& r);
