@@ -13,6 +13,9 @@ Result<void> validate(const ClientOptions& o) {
   if (auto ok = detail::validate_prefix(o.key_prefix); !ok) return ok;
   if (o.connect_timeout.count() <= 0) return Error(errc::invalid_argument, "connect_timeout must be positive");
   if (o.command_timeout.count() <= 0) return Error(errc::invalid_argument, "command_timeout must be positive");
+  if (o.busy_poll.count() < 0 || o.busy_poll > std::chrono::milliseconds(10)) {
+    return Error(errc::invalid_argument, "busy_poll must be between 0 and 10 ms");
+  }
   if (o.connections_per_node == 0 || o.connections_per_node > 64) {
     return Error(errc::invalid_argument, "connections_per_node must be 1-64");
   }
@@ -57,7 +60,7 @@ Result<Reply> Client::command(std::vector<std::string> args, std::stop_token sto
                     }));
   }
   core_->send(detail::format_command(args), [wait](Result<Reply> r) { wait->set(std::move(r)); });
-  return to_result(wait->wait(), where);
+  return to_result(wait->wait(core_->busy_poll()), where);
 }
 
 std::vector<ServerAddress> Client::primaries() const {
@@ -86,7 +89,7 @@ Result<Reply> Client::command_on(const ServerAddress& node, std::vector<std::str
   core_->post([core = core_, node, payload = detail::format_command(args), wait]() mutable {
     core->send_to(node, std::move(payload), [wait](Result<Reply> r) { wait->set(std::move(r)); });
   });
-  return to_result(wait->wait(), where);
+  return to_result(wait->wait(core_->busy_poll()), where);
 }
 
 void Client::async_command(std::vector<std::string> args, std::function<void(Result<Reply>)> done) {
@@ -111,7 +114,7 @@ Result<void> Client::ping(milliseconds timeout) {
     if (left.count() <= 0) return last;
     auto wait = std::make_shared<detail::SyncWait<Result<Reply>>>();
     core_->send(detail::format_command({"PING"}), [wait](Result<Reply> r) { wait->set(std::move(r)); });
-    auto r = wait->wait_for(left);
+    auto r = wait->wait_for(left, core_->busy_poll());
     if (!r) return last;  // still no answer at the deadline (the command itself runs on)
     auto reply = to_result(std::move(*r), "PING on " + core_->address().display());
     if (reply.ok()) return {};

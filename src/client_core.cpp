@@ -198,7 +198,7 @@ void ClientCore::start() {
   thread_ = std::thread([this, &started] {
     loop_thread_id_.store(std::this_thread::get_id());
     started.set_value();
-    io_.run();
+    run_loop();
     loop_exited_.set_value();
   });
   ready.wait();
@@ -207,6 +207,29 @@ void ClientCore::start() {
     else if (sentinel_) sentinel_->start();
     else primary_->start();
   });
+}
+
+// The event loop. With busy polling it keeps asking the kernel for events without sleeping for
+// options_.busy_poll after the last one, so a command posted or a reply arriving in that window
+// is handled without a thread wake-up (ClientOptions::busy_poll says why and what it costs).
+void ClientCore::run_loop() {
+  const auto budget = options_.busy_poll;
+  if (budget.count() <= 0) {
+    io_.run();
+    return;
+  }
+  using clock = std::chrono::steady_clock;
+  auto last_event = clock::now();
+  while (!io_.stopped()) {
+    if (io_.poll() > 0) {
+      last_event = clock::now();
+    } else if (clock::now() - last_event < budget) {
+      std::this_thread::yield();
+    } else {
+      if (io_.run_one() == 0) break;  // sleeps until the next event; 0: stopped
+      last_event = clock::now();
+    }
+  }
 }
 
 std::string ClientCore::new_owner_token() const {

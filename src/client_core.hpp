@@ -47,6 +47,8 @@ class ClientCore : public std::enable_shared_from_this<ClientCore>, public Conne
   // Runs a script with EVALSHA, retrying once with EVAL after NOSCRIPT.
   void eval(const Script& s, const std::vector<std::string>& keys, const std::vector<std::string>& args,
             ReplyHandler done);
+  // How long a blocking caller polls for its reply before sleeping (ClientOptions::busy_poll).
+  std::chrono::microseconds busy_poll() const noexcept { return options_.busy_poll; }
   // Runs `fn` on the loop thread (posted).
   void post(std::function<void()> fn);
   bool on_loop_thread() const noexcept { return std::this_thread::get_id() == loop_thread_id_.load(); }
@@ -93,6 +95,13 @@ class ClientCore : public std::enable_shared_from_this<ClientCore>, public Conne
   // The process-local wait queue of one lock, created on first use.
   std::shared_ptr<WaitQueue> wait_queue(const std::string& key, const AcquireRequest& req);
   void forget_wait_queue(const std::string& key);
+  // Fairness across processes (acquire_op.cpp): this process released `key` and the release's
+  // notification reached `notified` subscribers; `round_trip` is what the release took. When some
+  // of them are other processes, this process's own tries on `key` hold back for about two round
+  // trips, so that a waiter elsewhere can take the lock first. Loop thread only.
+  void note_release(const std::string& key, long long notified, BootClock::duration round_trip);
+  // Until when this process's tries on `key` hold back (nullopt: they need not). Loop thread only.
+  std::optional<BootClock::time_point> courtesy_until(const std::string& key);
   // Fails every waiting acquisition (shutdown): the WaitQueues' and the hooked ones'.
   void fail_waiters(const Error& why);
   // Waits that do not use a WaitQueue (FairLock) register here so shutdown reaches them at once.
@@ -106,6 +115,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore>, public Conne
 
  private:
   void drain();
+  void run_loop();  // the loop thread's body: io_.run(), with busy polling when configured
   ReplyHandler with_eval_fallback(const Script& s, const std::string& evalsha_payload, ReplyHandler done);
   void close_all();
   void on_primary(Result<ServerAddress> primary);
@@ -139,6 +149,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore>, public Conne
   std::unique_ptr<Notifier> notifier_;
   std::unique_ptr<RenewalScheduler> renewals_;
   std::unordered_map<std::string, std::weak_ptr<WaitQueue>> wait_queues_;
+  std::unordered_map<std::string, BootClock::time_point> courtesy_;  // see note_release()
   std::unordered_map<std::uint64_t, std::function<void(const Error&)>> shutdown_hooks_;
   std::uint64_t next_hook_id_ = 1;
 

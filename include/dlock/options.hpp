@@ -101,6 +101,15 @@ struct ClientOptions {
   TlsOptions tls;
   // For every lock of this Client, unless LeaseOptions::replication_ack says otherwise.
   ReplicationAck replication_ack;
+  // Busy polling, to save thread wake-ups: the Client's event loop keeps polling for work for
+  // this long after its last event before it sleeps in the kernel, and one blocking caller at a
+  // time polls for its reply this long before it sleeps. A sleeping thread costs a wake-up per
+  // hand-over (tens of microseconds on a virtual machine, as much as a Redis round trip), and a
+  // blocking call hands over twice (caller -> event loop -> caller); see docs/BENCHMARKS.md.
+  // Cost: up to this much CPU after each burst of activity (the pollers yield their CPU between
+  // polls, so they never hold off runnable threads); a Client that sees steady traffic keeps its
+  // event-loop thread busy. 0 turns polling off (lowest CPU, highest latency). At most 10 ms.
+  std::chrono::microseconds busy_poll{100};
 };
 
 // How a lease stays alive.

@@ -36,7 +36,7 @@ Result<OwnedRelease> release_owned(Client& client, std::string_view name, std::s
                                     {std::string(owner), k + ":ch", std::to_string(release_marker_ms)}, what);
   if (!r) return r.error();
   if (!r->is_integer()) return Error(errc::protocol, what + ": unexpected reply " + r->to_string());
-  if (r->integer() == 1) return OwnedRelease::released;
+  if (r->integer() == 1 || r->integer() >= 3) return OwnedRelease::released;
   if (r->integer() == 2) return OwnedRelease::already_released;
   if (auto ok = check_is_mutex(client, k, what); !ok) return ok.error();
   return OwnedRelease::not_held;

@@ -1,5 +1,6 @@
 #include "locks/acquire_op.hpp"
 
+#include <algorithm>
 #include <deque>
 #include <random>
 
@@ -35,6 +36,8 @@ class WaitQueue final : public Notifier::Listener, public std::enable_shared_fro
   void remove(AcquireOp* op, bool acquired);
   bool is_head(const AcquireOp* op) const { return !ops_.empty() && ops_.front().get() == op; }
   bool confirmed() const noexcept { return confirmed_; }
+  // Whether this process listens on the lock's channel (its release notifications count it).
+  bool subscribed() const noexcept { return subscribed_; }
   std::uint64_t generation() const noexcept { return generation_; }
   // Subscribes once for the whole queue; `then` runs when the subscription is confirmed or failed.
   void subscribe_then(std::function<void()> then);
@@ -156,6 +159,25 @@ class AcquireOp final : public std::enable_shared_from_this<AcquireOp> {
   enum class State { queued, subscribing, trying, sleeping, done };
 
   void try_now() {
+    // Fairness across processes: this process just released the lock while waiters elsewhere
+    // were notified. Its own next try waits a moment (ClientCore::note_release), otherwise the
+    // process whose event loop is already awake would take the lock again and again. A one-try
+    // acquire (timeout 0) is not held back: it must answer now.
+    if (!single_) {
+      if (auto until = core_->courtesy_until(req_.key)) {
+        const auto at = deadline_ ? std::min(*until, *deadline_) : *until;
+        state_ = State::sleeping;
+        timer_.expires_at(at);
+        timer_.async_wait([self = shared_from_this()](std::error_code ec) {
+          if (!ec && self->state_ == State::sleeping) self->try_after_courtesy();
+        });
+        return;
+      }
+    }
+    try_after_courtesy();
+  }
+
+  void try_after_courtesy() {
     state_ = State::trying;
     seen_generation_ = queue_ ? queue_->generation() : 0;
     req_.attempt([self = shared_from_this()](Attempt a) { self->on_attempt(std::move(a)); });
@@ -311,6 +333,33 @@ std::shared_ptr<WaitQueue> ClientCore::wait_queue(const std::string& key, const 
 
 void ClientCore::forget_wait_queue(const std::string& key) { wait_queues_.erase(key); }
 
+void ClientCore::note_release(const std::string& key, long long notified, BootClock::duration round_trip) {
+  // Our own waiters' subscription received the notification too; it does not count.
+  if (auto it = wait_queues_.find(key); it != wait_queues_.end()) {
+    if (auto q = it->second.lock(); q && q->subscribed()) --notified;
+  }
+  if (notified <= 0) return;
+  // A waiter elsewhere needs the notification to reach it and one try of its own: about one
+  // round trip after our release's reply. Two, within bounds, leave it room on a loaded machine
+  // and cost a waiting thread of this process at most that much.
+  const auto hold_back = std::clamp<BootClock::duration>(2 * round_trip, std::chrono::microseconds(100),
+                                                         std::chrono::milliseconds(2));
+  const auto now = BootClock::now();
+  if (courtesy_.size() >= 1024) std::erase_if(courtesy_, [&](const auto& kv) { return kv.second <= now; });
+  courtesy_[key] = now + hold_back;
+}
+
+std::optional<BootClock::time_point> ClientCore::courtesy_until(const std::string& key) {
+  if (courtesy_.empty()) return std::nullopt;
+  auto it = courtesy_.find(key);
+  if (it == courtesy_.end()) return std::nullopt;
+  if (it->second <= BootClock::now()) {
+    courtesy_.erase(it);
+    return std::nullopt;
+  }
+  return it->second;
+}
+
 void ClientCore::fail_waiters(const Error& why) {
   std::vector<std::shared_ptr<WaitQueue>> queues;
   for (auto& [key, weak] : wait_queues_) {
@@ -345,7 +394,7 @@ Result<Lease> acquire_blocking(const std::shared_ptr<ClientCore>& core, AcquireR
   }
   auto wait = std::make_shared<SyncWait<Result<Lease>>>();
   start_acquire(core, std::move(req), [wait](Result<Lease> r) { wait->set(std::move(r)); }, std::move(stop));
-  return wait->wait();
+  return wait->wait(core->busy_poll());
 }
 
 void release_unwanted(const std::shared_ptr<LeaseRecord>& rec, std::function<void()> then) {

@@ -82,7 +82,7 @@ Result<Reply> run_blocking(const std::shared_ptr<LeaseRecord>& rec, const detail
       if (on_loop) on_loop(reply);
       wait->set(std::move(reply));
     });
-    r = wait->wait();
+    r = wait->wait(rec->core->busy_poll());
     if (r.ok() || (r.code() != errc::connection && r.code() != errc::timeout)) break;
   }
   return r;
@@ -181,7 +181,16 @@ Result<void> Lease::release() noexcept {
       return Error(errc::called_from_event_loop,
                    "release of " + describe(*rec) + " sent from the event-loop thread; its outcome is not awaited");
     }
-    Result<Reply> r = run_blocking(rec, *rec->scripts.release, rec->scripts.release_keys, args);
+    // Mutex releases say how many subscribers their notification reached (mutex_release.lua):
+    // the loop thread learns of it before the caller can ask for the lock again.
+    const auto sent = BootClock::now();
+    Result<Reply> r = run_blocking(rec, *rec->scripts.release, rec->scripts.release_keys, args,
+                                   [rec, sent](const Result<Reply>& reply) {
+                                     if (reply.ok() && reply->is_integer() && reply->integer() >= 3) {
+                                       rec->core->note_release(rec->scripts.release_keys.front(),
+                                                               reply->integer() - 2, BootClock::now() - sent);
+                                     }
+                                   });
     if (!r.ok()) {
       rec->finish_release();
       return Error(r.code(), "release of " + describe(*rec) + " failed (" + r.error().what() +
@@ -191,7 +200,7 @@ Result<void> Lease::release() noexcept {
       rec->finish_release();
       return Error(detail::classify_error_reply(*r), "release of " + describe(*rec) + ": " + r->str());
     }
-    if (r->is_integer() && (r->integer() == 1 || r->integer() == 2)) {
+    if (r->is_integer() && r->integer() >= 1) {  // 1, 2, or >= 3: released (see the scripts)
       rec->finish_release();
       return {};
     }
@@ -234,7 +243,7 @@ Result<void> release_parts(const std::shared_ptr<LeaseRecord>& parent) {
                         : Error(r.code(), "release of " + describe(*parent) + " failed (" + r.error().what() +
                                               "); the keys expire at their TTL");
       }
-    } else if (!r->is_integer() || (r->integer() != 1 && r->integer() != 2)) {
+    } else if (!r->is_integer() || r->integer() < 1) {  // 1, 2, >= 3: released (the scripts)
       lost = true;
     }
   }

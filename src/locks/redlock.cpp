@@ -22,7 +22,7 @@ using Steady = std::chrono::steady_clock;
 RedlockTry try_blocking(const std::shared_ptr<const RedlockSpec>& spec) {
   auto wait = std::make_shared<SyncWait<RedlockTry>>();
   redlock_try(spec, [wait](RedlockTry t) { wait->set(std::move(t)); });
-  return wait->wait();
+  return wait->wait(spec->nodes.cores.front()->busy_poll());
 }
 
 double jitter(double lo, double hi) {
