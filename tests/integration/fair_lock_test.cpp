@@ -26,6 +26,7 @@
 #include "support/lock_helpers.hpp"
 #include "support/process.hpp"
 #include "support/raw_connection.hpp"
+#include "support/redis_cluster.hpp"
 #include "support/redis_server.hpp"
 #include "support/server_fixture.hpp"
 #include "support/wait.hpp"
@@ -961,6 +962,64 @@ TEST_F(FairLockTest, DestroyingClientFailsPendingAcquireWithShutdown) {
 TEST_F(FairLockTest, InvalidArgumentsThrow) {
   EXPECT_THROW(dlock::FairLock(*client, "a{b}"), std::system_error);
   EXPECT_THROW(dlock::FairLock(*client, "ok", {}, waiter_ttl(5ms)), std::system_error);
+}
+
+// ------------------------------------------------------------------------------------ Cluster
+
+// On Redis Cluster the handover is announced with SPUBLISH on the shard that owns the lock's slot,
+// where the waiter's process SSUBSCRIBEd its channel: the waiter gets the lock from the release
+// alone (one script on that shard), and the FairLock keeps that one sharded subscription.
+TEST(FairLockClusterTest, HandoverOnShardedChannels) {
+  dlock::test::RedisCluster cluster(3, 0);
+  const std::string name = "cluster-handoff";
+  dlock::Client hc(cluster.url());
+  dlock::Client wc(cluster.url_with_seed(1));
+  ASSERT_TRUE(hc.ping(10s).ok());
+  ASSERT_TRUE(wc.ping(10s).ok());
+  RawConnection owner(cluster.node(cluster.owner_of_key(key_of(name))));
+  dlock::FairLock holder(hc, name);
+  {
+    auto warm = holder.acquire(no_wait());  // loads fair_acquire and fair_release on the shard
+    ASSERT_TRUE(warm.ok()) << warm.error().what();
+    ASSERT_TRUE(warm->release().ok());
+  }
+  auto held = holder.acquire(no_wait());
+  ASSERT_TRUE(held.ok()) << held.error().what();
+
+  dlock::FairLock waiter(wc, name);
+  for (int round = 0; round < 2; ++round) {
+    auto fut = std::async(std::launch::async, [&] { return waiter.acquire(notified()); });
+    ASSERT_TRUE(eventually([&] { return owner.cmd_int({"LLEN", queue_of(name)}) == 1; }, 5000ms));
+    const std::string id = owner.cmd({"LINDEX", queue_of(name), "0"});
+    auto numsub = owner.cmd_array({"PUBSUB", "SHARDNUMSUB", channel_of(name, id)});
+    ASSERT_EQ(numsub.size(), 2u);
+    // Once per Client of this process that waited: the waiter's, and from round 1 the holder's.
+    EXPECT_EQ(numsub[1], round == 0 ? "1" : "2") << "not subscribed on the lock's shard";
+    std::this_thread::sleep_for(100ms);
+
+    const long long before = script_calls(owner);
+    const auto t0 = SteadyClock::now();
+    ASSERT_TRUE(held->release().ok());
+    ASSERT_EQ(fut.wait_for(5s), std::future_status::ready) << "round " << round;
+    auto r = fut.get();
+    ASSERT_TRUE(r.ok()) << r.error().what();
+    EXPECT_LT(ms_since(t0), 1000ms) << "round " << round << ": not handed over by the release";
+    std::this_thread::sleep_for(100ms);
+    EXPECT_EQ(script_calls(owner) - before, 1) << "round " << round << ": the waiter tried on its own";
+    EXPECT_EQ(owner.cmd({"GET", key_of(name)}), r->owner());
+    EXPECT_GT(r->token(), held->token());
+    // The holder queues behind the new holder, and gets it back the same way next round.
+    auto back = std::async(std::launch::async, [&] { return holder.acquire(notified()); });
+    ASSERT_TRUE(eventually([&] { return owner.cmd_int({"LLEN", queue_of(name)}) == 1; }, 5000ms));
+    std::this_thread::sleep_for(100ms);
+    ASSERT_TRUE(r->release().ok());
+    ASSERT_EQ(back.wait_for(5s), std::future_status::ready);
+    held = back.get();
+    ASSERT_TRUE(held.ok()) << held.error().what();
+  }
+  ASSERT_TRUE(held->release().ok());
+  EXPECT_EQ(owner.cmd_int({"EXISTS", key_of(name)}), 0);
+  EXPECT_EQ(owner.cmd_int({"EXISTS", grant_of(name)}), 0);
 }
 
 }  // namespace
