@@ -29,7 +29,14 @@ if lock_type == 'string' and redis.call('GET', KEYS[1]) == me then
   -- A release handed the lock to us. The TTL restarts now, after this call was sent: the
   -- caller counts its lease from that send time, so its validity stays conservative.
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  return {1, tonumber(redis.call('GET', KEYS[2]))}
+  local fence = redis.call('GET', KEYS[2])
+  if not fence then
+    -- The counter was lost since the handover: a fresh token, still above every old one.
+    local t = redis.call('TIME')
+    redis.call('SET', KEYS[2], t[1] .. string.format('%06d', tonumber(t[2])))
+    fence = redis.call('INCR', KEYS[2])
+  end
+  return {1, tonumber(fence)}
 end
 local queue_type = redis.call('TYPE', KEYS[3])['ok']
 if queue_type ~= 'none' and queue_type ~= 'list' then return {-1, queue_type .. ' at ' .. KEYS[3]} end

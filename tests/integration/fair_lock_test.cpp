@@ -572,6 +572,29 @@ TEST_F(FairLockTest, LostGrantMessageIsRecoveredByTheNextTry) {
   EXPECT_EQ(exists(key_of(name)), 0);
 }
 
+// The same, with the fencing counter lost after the handover (a restart without persistence that
+// kept the lock key): the recovered lease gets a token above the handover's, not none.
+TEST_F(FairLockTest, LostGrantRecoveredAfterTheCounterWasLostGetsAHigherToken) {
+  const std::string name = "lost-grant-fence";
+  ASSERT_EQ(raw->cmd({"SET", key_of(name), "someone-else", "PX", "30000"}), "OK");
+  dlock::Client wc(server->url());
+  dlock::FairLock waiter(wc, name);
+  auto fut = std::async(std::launch::async, [&] { return waiter.acquire(dlock::WaitOptions{20s, 300ms}); });
+  ASSERT_TRUE(queue_reaches(name, 1));
+  const std::string id = raw->cmd({"LINDEX", queue_of(name), "0"});
+  silent_handover(*raw, name, id);
+  const auto handed = std::stoull(get(fence_of(name)));
+  ASSERT_EQ(raw->cmd_int({"DEL", fence_of(name)}), 1);
+
+  ASSERT_EQ(fut.wait_for(3s), std::future_status::ready);
+  auto r = fut.get();
+  ASSERT_TRUE(r.ok()) << r.error().what();
+  EXPECT_EQ(r->owner(), id);
+  EXPECT_GT(r->token().value, handed);
+  EXPECT_EQ(std::to_string(r->token().value), get(fence_of(name)));
+  EXPECT_TRUE(r->release().ok());
+}
+
 // The subscriber connections are killed and the lock released at once: the 'granted' message
 // finds nobody listening. The waiter (recheck 10 s) still gets the lock promptly: after the
 // Notifier subscribes again, every wait re-checks and finds the lock its own.
