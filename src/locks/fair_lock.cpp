@@ -33,18 +33,22 @@ FairLock::FairLock(Client& client, std::string name, LeaseOptions lease, FairLoc
   spec->fence_key = spec->key + ":fence";
   spec->queue_key = spec->key + ":queue";
   spec->timeouts_key = spec->key + ":timeouts";
+  spec->grant_key = spec->key + ":grant";
   spec->channel_prefix = spec->key + ":ch:";
+  // One channel per process and lock: the process part of this Client's owner tokens.
+  spec->channel = make_fair_channel(core_, spec->channel_prefix + fair_channel_of(core_->new_owner_token()));
   spec->what = "FairLock '" + name + "' on " + core_->address().display();
   spec->lease = std::move(lease);
   spec->waiter_ttl = fair.waiter_ttl;
   // The lock key has Mutex's layout, so Mutex's renewal script serves (and the CLI's tools
-  // read it alike); the release also wakes the head of the queue. A forced unlock announces
+  // read it alike); the release also hands the lock to the head of the queue. A forced unlock announces
   // "revoked" on P{N}:ch, as for Mutex (LeaseOptions::listen_for_revocation).
   auto hold = std::make_shared<HoldScripts>();
   hold->renew = &scripts::mutex_renew;
   hold->renew_keys = {spec->key};
   hold->release = &scripts::fair_release;
-  hold->release_keys = {spec->key, spec->key + ":rel", spec->queue_key, spec->timeouts_key};
+  hold->release_keys = {spec->key, spec->key + ":rel", spec->queue_key, spec->timeouts_key, spec->fence_key,
+                        spec->grant_key};
   hold->release_extra = {spec->channel_prefix, std::to_string(release_marker_ttl.count())};
   hold->channel = spec->key + ":ch";
   spec->hold = std::move(hold);
@@ -52,7 +56,8 @@ FairLock::FairLock(Client& client, std::string name, LeaseOptions lease, FairLoc
   spec_ = std::move(spec);
 }
 
-FairLock::~FairLock() = default;  // ThreadHolds releases what lock() took
+// ThreadHolds releases what lock() took; the channel is unsubscribed once no wait uses it.
+FairLock::~FairLock() { retire_fair_channel(core_, spec_->channel); }
 
 Result<Lease> FairLock::acquire(WaitOptions wait, std::stop_token stop) {
   return fair_acquire_blocking(core_, spec_, wait, std::move(stop));

@@ -1,7 +1,10 @@
 #include "locks/fair_wait.hpp"
 
+#include <charconv>
 #include <optional>
 #include <random>
+#include <unordered_map>
+#include <vector>
 
 #include "client_core.hpp"
 #include "locks/acquire_op.hpp"  // release_unwanted
@@ -17,6 +20,117 @@ milliseconds fair_retry_delay(int position, long long hint_ms, milliseconds rech
   return std::max(d, milliseconds(1));
 }
 
+std::string fair_channel_of(std::string_view id) {
+  // fair_*.lua: string.match(id, '^%x+@(.+):%d+$') or id
+  const auto at = id.find('@');
+  const auto colon = id.rfind(':');
+  if (at == std::string_view::npos || at == 0 || colon == std::string_view::npos || colon <= at + 1 ||
+      colon + 1 == id.size()) {
+    return std::string(id);
+  }
+  auto is_hex = [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); };
+  auto is_digit = [](char c) { return c >= '0' && c <= '9'; };
+  if (!std::all_of(id.begin(), id.begin() + static_cast<std::ptrdiff_t>(at), is_hex)) return std::string(id);
+  if (!std::all_of(id.begin() + static_cast<std::ptrdiff_t>(colon) + 1, id.end(), is_digit)) return std::string(id);
+  return std::string(id.substr(at + 1, colon - at - 1));
+}
+
+FairMessage parse_fair_message(std::string_view payload) {
+  FairMessage m;
+  constexpr std::string_view granted = "granted ";
+  constexpr std::string_view released = "released ";
+  if (payload.starts_with(granted)) {
+    const auto rest = payload.substr(granted.size());
+    const auto space = rest.find(' ');
+    if (space == std::string_view::npos || space == 0 || space + 1 == rest.size()) return m;
+    std::uint64_t token = 0;
+    const auto [end, ec] = std::from_chars(rest.data(), rest.data() + space, token);
+    if (ec != std::errc() || end != rest.data() + space) return m;
+    m.kind = FairMessage::Kind::granted;
+    m.token = token;
+    m.waiter = rest.substr(space + 1);
+  } else if (payload.starts_with(released) && payload.size() > released.size()) {
+    m.kind = FairMessage::Kind::released;
+    m.waiter = payload.substr(released.size());
+  }
+  return m;
+}
+
+namespace {
+class FairWaitOp;
+}  // namespace
+
+// One FairLock object's subscription to its channel, P{N}:ch:<process>, kept from the first wait
+// that queues until the object is destroyed; messages go to the waits registered by waiter id.
+// Loop thread only.
+class FairChannel final : public Notifier::Listener, public std::enable_shared_from_this<FairChannel> {
+ public:
+  FairChannel(const std::shared_ptr<ClientCore>& core, std::string name) : core_(core), name_(std::move(name)) {}
+
+  // Subscribed, and the server confirmed it (as far as we know: after a reconnect the Notifier
+  // subscribes again and calls on_resubscribed, which re-checks every wait).
+  bool ready() const noexcept { return confirmed_; }
+
+  // Subscribes once; `then` runs when the server has answered (whatever the answer: a wait is
+  // bounded by its own re-tries even without messages), at once when that already happened.
+  void subscribe(std::function<void()> then) {
+    if (registered_ && !in_flight_) return then();
+    waiting_.push_back(std::move(then));
+    if (registered_) return;
+    auto core = core_.lock();
+    if (!core) return;  // the Client is gone: its waits end with shutdown
+    registered_ = true;
+    in_flight_ = true;
+    // The Notifier keeps a plain pointer: this object unsubscribes before it goes (retire). The
+    // confirmation may outlive that (another FairLock object of this process keeps the channel).
+    core->notifier().subscribe(name_, this, [weak = weak_from_this()](const Error& e) {
+      auto self = weak.lock();
+      if (!self) return;
+      self->in_flight_ = false;
+      self->confirmed_ = !e;
+      auto waiting = std::move(self->waiting_);
+      self->waiting_.clear();
+      for (auto& f : waiting) f();
+    });
+  }
+
+  void attach(const std::string& waiter, std::weak_ptr<FairWaitOp> op) { waiters_[waiter] = std::move(op); }
+
+  void detach(const std::string& waiter) {
+    waiters_.erase(waiter);
+    maybe_unsubscribe();
+  }
+
+  // The FairLock object is gone: unsubscribe once no wait is left.
+  void retire() {
+    retired_ = true;
+    maybe_unsubscribe();
+  }
+
+  void on_notification(std::string_view payload) override;
+  void on_resubscribed() override;
+
+ private:
+  void maybe_unsubscribe() {
+    if (!retired_ || !waiters_.empty() || !registered_) return;
+    registered_ = false;
+    confirmed_ = false;
+    if (auto core = core_.lock()) core->notifier().unsubscribe(name_, this);
+  }
+  std::vector<std::shared_ptr<FairWaitOp>> live_waiters();
+
+  // Weak: a retire() posted to a Client already shut down stays in its loop's queue, and must not
+  // keep the ClientCore (which owns that queue) alive.
+  std::weak_ptr<ClientCore> core_;
+  std::string name_;
+  bool registered_ = false;  // with the Notifier (until retired)
+  bool in_flight_ = false;   // the first SUBSCRIBE awaits its answer
+  bool confirmed_ = false;
+  bool retired_ = false;
+  std::vector<std::function<void()>> waiting_;
+  std::unordered_map<std::string, std::weak_ptr<FairWaitOp>> waiters_;  // by waiter id
+};
+
 namespace {
 
 // While sleeping, a waiter looks at least this often whether its Client was shut down (a local
@@ -25,7 +139,7 @@ namespace {
 // server is slow to answer (the place then expires by itself).
 constexpr milliseconds timeout_cleanup_grace{200};
 
-class FairWaitOp final : public Notifier::Listener, public std::enable_shared_from_this<FairWaitOp> {
+class FairWaitOp final : public std::enable_shared_from_this<FairWaitOp> {
  public:
   FairWaitOp(std::shared_ptr<ClientCore> core, std::shared_ptr<const FairSpec> spec, WaitOptions wait, FairDone done)
       : core_(std::move(core)),
@@ -34,7 +148,8 @@ class FairWaitOp final : public Notifier::Listener, public std::enable_shared_fr
         done_(std::move(done)),
         timer_(core_->io()),
         deadline_timer_(core_->io()),
-        grace_timer_(core_->io()) {}
+        grace_timer_(core_->io()),
+        channel_(spec_->channel) {}
 
   // Cancels the wait when `stop` is requested. The callback only posts to the loop thread.
   void watch(std::stop_token stop) {
@@ -53,7 +168,8 @@ class FairWaitOp final : public Notifier::Listener, public std::enable_shared_fr
       if (auto self = weak.lock()) self->give_up(why);
     });
     owner_ = core_->new_owner_token();
-    channel_ = spec_->channel_prefix + owner_;
+    // Registered before any try: a handover can be announced before the try's reply arrives.
+    channel_->attach(owner_, weak_from_this());
     const auto now = BootClock::now();
     if (wait_.timeout) {
       if (wait_.timeout->count() <= 0) {
@@ -66,16 +182,28 @@ class FairWaitOp final : public Notifier::Listener, public std::enable_shared_fr
         });
       }
     }
-    try_now(false);
+    // A FairLock whose channel is already subscribed queues with its first try: a busy lock costs
+    // no second try.
+    subscribed_ = !single_ && channel_->ready();
+    try_now(subscribed_);
   }
 
-  // --- Notifier::Listener: our own channel ---
-  void on_notification(std::string_view) override { wake(); }
-  void on_resubscribed() override { wake(); }
+  // --- From the FairLock's channel (FairChannel) ---
+  // A release handed us the lock: this is the acquisition.
+  void on_granted(std::uint64_t token) {
+    // A wait given up already sent (or is about to send) fair_dequeue, which drops the lock it
+    // finds ours and hands it on: nothing to do here.
+    if (finished_) return;
+    // The try in flight decides which send time bounds the lease (on_reply).
+    if (try_in_flight_) {
+      granted_ = token;
+      return;
+    }
+    // The last try answered "busy" ran before the release's SET: its send time is a safe start.
+    deliver(Lease(make_lease(token, last_busy_sent_.value_or(first_enqueue_sent_))));
+  }
 
- private:
-  void cancel() { give_up(Error(errc::cancelled, "waiting for " + spec_->what + " was cancelled")); }
-
+  // 'released', or the subscription was made again (messages may have been lost): try now.
   void wake() {
     ++generation_;
     if (!sleeping_ || finished_) return;
@@ -84,15 +212,28 @@ class FairWaitOp final : public Notifier::Listener, public std::enable_shared_fr
     try_now(true);
   }
 
+ private:
+  void cancel() { give_up(Error(errc::cancelled, "waiting for " + spec_->what + " was cancelled")); }
+
+  std::shared_ptr<LeaseRecord> make_lease(std::uint64_t token, BootClock::time_point sent) {
+    auto lease = std::make_shared<LeaseRecord>(core_, spec_->name, owner_, FencingToken{token}, spec_->hold,
+                                               spec_->lease, sent);
+    core_->active_leases_.fetch_add(1);
+    core_->renewals().add(lease);
+    return lease;
+  }
+
   void try_now(bool enqueue) {
     try_in_flight_ = true;
     seen_generation_ = generation_;
-    if (enqueue) enqueued_ = true;
     const auto sent = BootClock::now();
+    if (enqueue && !enqueued_) first_enqueue_sent_ = sent;
+    if (enqueue) enqueued_ = true;
     const std::vector<std::string> args{owner_, std::to_string(spec_->lease.ttl.count()),
                                         std::to_string(spec_->waiter_ttl.count()), enqueue ? "1" : "0",
                                         spec_->channel_prefix};
-    const std::vector<std::string> keys{spec_->key, spec_->fence_key, spec_->queue_key, spec_->timeouts_key};
+    const std::vector<std::string> keys{spec_->key, spec_->fence_key, spec_->queue_key, spec_->timeouts_key,
+                                        spec_->grant_key};
     core_->eval_now(scripts::fair_acquire, encode_evalsha(scripts::fair_acquire, keys, args),
                     [self = shared_from_this(), sent](Result<Reply> r) { self->on_reply(std::move(r), sent); });
   }
@@ -115,11 +256,7 @@ class FairWaitOp final : public Notifier::Listener, public std::enable_shared_fr
       error = Error(errc::protocol, "acquiring " + spec_->what + ": unexpected reply " + r->to_string());
     } else if ((*r)[0].integer() == 1 && (*r)[1].is_integer()) {
       kind = Kind::acquired;
-      lease = std::make_shared<LeaseRecord>(core_, spec_->name, owner_,
-                                            FencingToken{static_cast<std::uint64_t>((*r)[1].integer())}, spec_->hold,
-                                            spec_->lease, sent);
-      core_->active_leases_.fetch_add(1);
-      core_->renewals().add(lease);
+      lease = make_lease(static_cast<std::uint64_t>((*r)[1].integer()), sent);
     } else if ((*r)[0].integer() == 0 && r->size() == 3) {
       kind = Kind::busy;
       hint = (*r)[1].integer();
@@ -139,6 +276,13 @@ class FairWaitOp final : public Notifier::Listener, public std::enable_shared_fr
       if (enqueued_ || kind == Kind::unknown) return dequeue([self = shared_from_this()] { self->deliver_pending(); });
       return deliver_pending();
     }
+    if (granted_ && kind != Kind::acquired) {
+      // A release handed us the lock while this try was in flight. A "busy" try ran before that
+      // handover, so its send time bounds the lease; after any other outcome, the first try that
+      // joined the queue (the handover needed our place) does.
+      const auto start = kind == Kind::busy ? sent : first_enqueue_sent_;
+      return deliver(Lease(make_lease(*granted_, start)));
+    }
     switch (kind) {
       case Kind::acquired:
         return deliver(Lease(std::move(lease)));
@@ -150,6 +294,7 @@ class FairWaitOp final : public Notifier::Listener, public std::enable_shared_fr
       case Kind::busy:
         break;
     }
+    last_busy_sent_ = sent;
     if (single_) {
       return deliver(Error(errc::busy, spec_->what + " is held by another owner, or others are queued for it"));
     }
@@ -161,10 +306,11 @@ class FairWaitOp final : public Notifier::Listener, public std::enable_shared_fr
     sleep(now, sent, position, hint);
   }
 
-  // Subscribe to our own channel, and only once the server confirmed it, join the queue.
+  // Subscribe the FairLock's channel (once per FairLock object), and only once the server
+  // confirmed it, join the queue.
   void subscribe() {
     subscribed_ = true;
-    core_->notifier().subscribe(channel_, this, [self = shared_from_this()](const Error&) {
+    channel_->subscribe([self = shared_from_this()] {
       // Even when the subscription failed we go on: every wait is bounded by the renewal of our
       // place (and, for the head, the recheck interval).
       if (self->finished_) return;
@@ -210,7 +356,6 @@ class FairWaitOp final : public Notifier::Listener, public std::enable_shared_fr
     sleeping_ = false;
     timer_.cancel();
     deadline_timer_.cancel();
-    unsubscribe();
     pending_ = std::move(why);
     const bool shut_down = pending_->code == make_error_code(errc::shutdown);
     if (shut_down) return deliver_pending();  // nothing can be sent any more
@@ -231,18 +376,13 @@ class FairWaitOp final : public Notifier::Listener, public std::enable_shared_fr
   // Removes our place (and the lock, if a try whose reply was lost took it). `then` runs on the
   // loop thread once it has been answered, whatever the answer.
   void dequeue(std::function<void()> then) {
-    const std::vector<std::string> keys{spec_->key, spec_->queue_key, spec_->timeouts_key};
+    const std::vector<std::string> keys{spec_->key, spec_->queue_key, spec_->timeouts_key, spec_->fence_key,
+                                        spec_->grant_key};
     const std::vector<std::string> args{owner_, spec_->channel_prefix};
     core_->eval_now(scripts::fair_dequeue, encode_evalsha(scripts::fair_dequeue, keys, args),
                     [then = std::move(then)](Result<Reply>) {
                       if (then) then();
                     });
-  }
-
-  void unsubscribe() {
-    if (!subscribed_) return;
-    subscribed_ = false;
-    core_->notifier().unsubscribe(channel_, this);
   }
 
   void deliver_pending() {
@@ -257,7 +397,8 @@ class FairWaitOp final : public Notifier::Listener, public std::enable_shared_fr
     timer_.cancel();
     deadline_timer_.cancel();
     grace_timer_.cancel();
-    unsubscribe();
+    // The channel's subscription stays with the FairLock object for its next waits.
+    channel_->detach(owner_);
     stop_cb_.reset();
     if (shutdown_hook_) core_->remove_shutdown_hook(shutdown_hook_);
     shutdown_hook_ = 0;
@@ -272,12 +413,15 @@ class FairWaitOp final : public Notifier::Listener, public std::enable_shared_fr
   BootTimer timer_;           // sleeping between tries
   BootTimer deadline_timer_;  // the caller's deadline
   BootTimer grace_timer_;     // bounds the cleanup after a timeout
-  std::string owner_;         // our owner token, also our waiter id
-  std::string channel_;       // P{N}:ch:<owner_>
+  std::shared_ptr<FairChannel> channel_;  // the FairLock's P{N}:ch:<process>
+  std::string owner_;                     // our owner token, also our waiter id
   std::optional<BootClock::time_point> deadline_;
+  BootClock::time_point first_enqueue_sent_{};                 // the first try that joined the queue
+  std::optional<BootClock::time_point> last_busy_sent_;        // the last try answered "busy"
+  std::optional<std::uint64_t> granted_;  // handed over while a try was in flight: on_reply decides
   BootClock::time_point next_try_at_{};
   bool single_ = false;         // timeout zero: one try, never queued
-  bool subscribed_ = false;     // registered with the Notifier on channel_
+  bool subscribed_ = false;     // channel_ subscribed (or asked to be) for this wait
   bool enqueued_ = false;       // a try that joins the queue was sent
   bool try_in_flight_ = false;
   bool sleeping_ = false;
@@ -291,6 +435,45 @@ class FairWaitOp final : public Notifier::Listener, public std::enable_shared_fr
 };
 
 }  // namespace
+
+std::vector<std::shared_ptr<FairWaitOp>> FairChannel::live_waiters() {
+  std::vector<std::shared_ptr<FairWaitOp>> out;
+  for (auto& [id, w] : waiters_) {
+    if (auto op = w.lock()) out.push_back(std::move(op));
+  }
+  return out;
+}
+
+void FairChannel::on_notification(std::string_view payload) {
+  const FairMessage m = parse_fair_message(payload);
+  if (m.kind == FairMessage::Kind::other) {
+    // Not a message of this layout: every wait re-checks (a try each), rather than miss a turn.
+    for (auto& op : live_waiters()) op->wake();
+    return;
+  }
+  auto it = waiters_.find(std::string(m.waiter));
+  if (it == waiters_.end()) return;  // another FairLock object's wait (same channel), or gone
+  auto op = it->second.lock();
+  if (!op) return;
+  if (m.kind == FairMessage::Kind::granted) op->on_granted(m.token);
+  else op->wake();
+}
+
+void FairChannel::on_resubscribed() {
+  confirmed_ = true;
+  // Messages published while the subscription was down are lost: every wait re-checks, and a
+  // wait whose handover was lost finds the lock its own (fair_acquire.lua).
+  for (auto& op : live_waiters()) op->wake();
+}
+
+std::shared_ptr<FairChannel> make_fair_channel(const std::shared_ptr<ClientCore>& core, std::string channel) {
+  return std::make_shared<FairChannel>(core, std::move(channel));
+}
+
+void retire_fair_channel(const std::shared_ptr<ClientCore>& core, std::shared_ptr<FairChannel> channel) {
+  if (!channel) return;
+  core->post([channel = std::move(channel)] { channel->retire(); });
+}
 
 void start_fair_acquire(const std::shared_ptr<ClientCore>& core, std::shared_ptr<const FairSpec> spec, WaitOptions wait,
                         FairDone done, std::stop_token stop) {

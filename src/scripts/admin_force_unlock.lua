@@ -74,7 +74,8 @@ if #removed > 0 then
   if ty(KEYS[2]) == 'list' then
     local head = redis.call('LINDEX', KEYS[2], 0)
     if head then
-      redis.pcall('PUBLISH', ARGV[2] .. head, 'released')
+      -- Its channel and payload: fair_acquire.lua's channel_of, 'released <id>'.
+      redis.pcall('PUBLISH', ARGV[2] .. (string.match(head, '^%x+@(.+):%d+$') or head), 'released ' .. head)
       woken = head
     end
   end

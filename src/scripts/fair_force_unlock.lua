@@ -17,6 +17,9 @@ redis.call('DEL', KEYS[1])
 redis.pcall('PUBLISH', ARGV[1], 'revoked')
 if redis.call('TYPE', KEYS[2])['ok'] == 'list' then
   local head = redis.call('LINDEX', KEYS[2], 0)
-  if head then redis.pcall('PUBLISH', ARGV[2] .. head, 'released') end
+  -- The head's channel: fair_acquire.lua's channel_of.
+  if head then
+    redis.pcall('PUBLISH', ARGV[2] .. (string.match(head, '^%x+@(.+):%d+$') or head), 'released ' .. head)
+  end
 end
 return {1, holder}

@@ -2,13 +2,14 @@
 //
 // Every test starts its own server (support/redis_server.hpp) and looks behind dlock's back
 // through a plain hiredis connection (support/raw_connection.hpp): the queue's length, the
-// waiters' channels, the server's command statistics.
+// waiters' channels and stored leases, the server's command statistics.
 
 #include <gtest/gtest.h>
 #include <signal.h>
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <future>
 #include <memory>
 #include <mutex>
@@ -25,6 +26,7 @@
 #include "support/lock_helpers.hpp"
 #include "support/process.hpp"
 #include "support/raw_connection.hpp"
+#include "support/redis_cluster.hpp"
 #include "support/redis_server.hpp"
 #include "support/server_fixture.hpp"
 #include "support/wait.hpp"
@@ -50,6 +52,16 @@ using std::chrono::milliseconds;
 
 std::string queue_of(const std::string& name) { return key_of(name) + ":queue"; }
 std::string timeouts_of(const std::string& name) { return key_of(name) + ":timeouts"; }
+std::string grant_of(const std::string& name) { return key_of(name) + ":grant"; }
+std::string fence_of(const std::string& name) { return key_of(name) + ":fence"; }
+
+// The channel a waiter listens on: P{N}:ch:<process>, <process> being its owner token's part
+// between '@' and the last ':' (the documented layout, include/dlock/fair_lock.hpp).
+std::string channel_of(const std::string& name, const std::string& waiter_id) {
+  const auto at = waiter_id.find('@');
+  const auto colon = waiter_id.rfind(':');
+  return key_of(name) + ":ch:" + waiter_id.substr(at + 1, colon - at - 1);
+}
 
 long long to_count(const std::string& s) { return s == "(nil)" ? 0 : std::stoll(s); }
 
@@ -160,8 +172,8 @@ TEST_F(FairLockTest, FifoOrderAcrossThreadsAndClients) {
 
 // Waiters in separate OS processes, interleaved with threads of this process: served in order.
 // The head (a process) is frozen (SIGSTOP) when the lock is released and thawed 800 ms later: the
-// waiters behind it keep renewing their places meanwhile, finding the lock free, and must not
-// take it ahead of the head, whose place is still valid.
+// release hands the lock to it all the same (its place is still valid), and the waiters behind it,
+// renewing their places meanwhile, find it held.
 TEST_F(FairLockTest, FifoOrderAcrossProcesses) {
   constexpr int kWaiters = 6;
   const std::string name = "fifo-procs";
@@ -200,14 +212,17 @@ TEST_F(FairLockTest, FifoOrderAcrossProcesses) {
     }
     ASSERT_TRUE(queue_reaches(name, i + 1)) << "waiter " << i << " never queued";
   }
+  const auto ids = raw->cmd_array({"LRANGE", queue_of(name), "0", "-1"});
+  ASSERT_EQ(ids.size(), static_cast<size_t>(kWaiters));
   const long long tries_before = script_calls(*raw);
   children.front()->signal(SIGSTOP);
   ASSERT_TRUE(held->release().ok());
   std::this_thread::sleep_for(800ms);
   EXPECT_EQ(raw->cmd_int({"LLEN", "order"}), 0) << "a waiter took the lock ahead of the (frozen) head";
-  EXPECT_EQ(queued(name), kWaiters);
-  // Besides the release, waiters behind the head tried (renewing their places) meanwhile, and
-  // found the lock free: the check above was not vacuous.
+  EXPECT_EQ(get(key_of(name)), ids[0]) << "the release did not hand the lock to the (frozen) head";
+  EXPECT_EQ(queued(name), kWaiters - 1);
+  // Besides the release, waiters behind the head tried (renewing their places) meanwhile: the
+  // check above was not vacuous.
   EXPECT_GE(script_calls(*raw) - tries_before, 1 + 2);
   children.front()->signal(SIGCONT);
 
@@ -226,8 +241,8 @@ TEST_F(FairLockTest, FifoOrderAcrossProcesses) {
 
 // ----------------------------------------------------------------------- dead and leaving waiters
 
-// The head of the queue is SIGKILLed while it waits: the next waiter gets the lock once the dead
-// waiter's place expires (waiter TTL 1 s), not later.
+// The head of the queue is SIGKILLed while it waits. Once its place expired (waiter TTL 1 s; the
+// next waiter's renewals purge it), the release hands the lock to the next waiter straight away.
 TEST_F(FairLockTest, KilledWaiterIsSkippedWithinItsExpiry) {
   const std::string name = "killed";
   const std::string url = server->url();
@@ -255,19 +270,19 @@ TEST_F(FairLockTest, KilledWaiterIsSkippedWithinItsExpiry) {
 
   doomed.signal(SIGKILL);
   EXPECT_EQ(doomed.wait(), 128 + SIGKILL);
-  const auto killed_at = SteadyClock::now();
+  // Its place lasts at most 1 s after its last renewal.
+  std::this_thread::sleep_for(1100ms);
+  const auto released_at = SteadyClock::now();
   ASSERT_TRUE(held->release().ok());
-  // The release woke the dead head (its place had not expired yet): nobody took the lock.
-  EXPECT_EQ(raw->cmd({"LINDEX", queue_of(name), "0"}), dead_id);
 
   ASSERT_EQ(fut.wait_for(5s), std::future_status::ready) << "the queue stayed stuck behind a dead waiter";
   auto [r, got_at] = fut.get();
   ASSERT_TRUE(r.ok()) << r.error().what();
-  // Its place lasted at most 1 s after its last renewal; the next waiter notices within ~1 s.
-  EXPECT_LT(got_at - killed_at, 2000ms);
+  EXPECT_LT(got_at - released_at, 1000ms) << "the release did not hand the lock over";
   EXPECT_EQ(get(key_of(name)), r->owner());
   EXPECT_EQ(queued(name), 0);
   EXPECT_EQ(raw->cmd({"ZSCORE", timeouts_of(name), dead_id}), "(nil)");
+  EXPECT_EQ(raw->cmd_int({"HEXISTS", grant_of(name), dead_id}), 0) << "the dead waiter left its stored lease";
   EXPECT_TRUE(r->release().ok());
 }
 
@@ -306,7 +321,7 @@ TEST_F(FairLockTest, TimedOutTryLockForRemovesItsEntry) {
   EXPECT_EQ(queued(name), 1);
   EXPECT_NE(raw->cmd({"LINDEX", queue_of(name), "0"}), quitter_id);
   EXPECT_EQ(raw->cmd({"ZSCORE", timeouts_of(name), quitter_id}), "(nil)");
-  EXPECT_EQ(subscribers(*raw, key_of(name) + ":ch:" + quitter_id), 0);
+  EXPECT_EQ(raw->cmd_int({"HEXISTS", grant_of(name), quitter_id}), 0) << "its stored lease was left behind";
 
   const auto t0 = SteadyClock::now();
   ASSERT_TRUE(held->release().ok());
@@ -317,7 +332,8 @@ TEST_F(FairLockTest, TimedOutTryLockForRemovesItsEntry) {
   EXPECT_TRUE(r->release().ok());
 }
 
-// A waiter cancelled through its stop_token leaves the queue, its channel, and no lock.
+// A waiter cancelled through its stop_token leaves the queue, its stored lease, and no lock. Its
+// FairLock object keeps the channel subscribed for its next waits, until it is destroyed.
 TEST_F(FairLockTest, CancelledWaiterLeavesTheQueue) {
   const std::string name = "cancel";
   dlock::FairLock holder(*client, name);
@@ -325,22 +341,31 @@ TEST_F(FairLockTest, CancelledWaiterLeavesTheQueue) {
   ASSERT_TRUE(held.ok()) << held.error().what();
 
   dlock::Client wc(server->url());
-  dlock::FairLock waiter(wc, name);
-  std::stop_source stop;
-  auto fut = std::async(std::launch::async, [&] { return waiter.acquire(dlock::WaitOptions{}, stop.get_token()); });
-  ASSERT_TRUE(queue_reaches(name, 1));
-  const std::string id = raw->cmd({"LINDEX", queue_of(name), "0"});
-  EXPECT_EQ(subscribers(*raw, key_of(name) + ":ch:" + id), 1);
+  std::string channel;
+  {
+    dlock::FairLock waiter(wc, name);
+    std::stop_source stop;
+    auto fut = std::async(std::launch::async, [&] { return waiter.acquire(dlock::WaitOptions{}, stop.get_token()); });
+    ASSERT_TRUE(queue_reaches(name, 1));
+    const std::string id = raw->cmd({"LINDEX", queue_of(name), "0"});
+    channel = channel_of(name, id);
+    EXPECT_EQ(subscribers(*raw, channel), 1);
+    EXPECT_EQ(raw->cmd({"HGET", grant_of(name), id}), "30000") << "the lease a release would hand over";
 
-  const auto t0 = SteadyClock::now();
-  stop.request_stop();
-  ASSERT_EQ(fut.wait_for(5s), std::future_status::ready);
-  auto r = fut.get();
-  EXPECT_EQ(r.code(), make_error_code(dlock::errc::cancelled)) << r.error().what();
-  EXPECT_LT(ms_since(t0), 1000ms);
-  EXPECT_EQ(queued(name), 0);
-  EXPECT_EQ(raw->cmd_int({"ZCARD", timeouts_of(name)}), 0);
-  EXPECT_TRUE(eventually([&] { return subscribers(*raw, key_of(name) + ":ch:" + id) == 0; }, 2000ms));
+    const auto t0 = SteadyClock::now();
+    stop.request_stop();
+    ASSERT_EQ(fut.wait_for(5s), std::future_status::ready);
+    auto r = fut.get();
+    EXPECT_EQ(r.code(), make_error_code(dlock::errc::cancelled)) << r.error().what();
+    EXPECT_LT(ms_since(t0), 1000ms);
+    EXPECT_EQ(queued(name), 0);
+    EXPECT_EQ(raw->cmd_int({"ZCARD", timeouts_of(name)}), 0);
+    EXPECT_EQ(exists(grant_of(name)), 0);
+    std::this_thread::sleep_for(100ms);
+    EXPECT_EQ(subscribers(*raw, channel), 1) << "the FairLock object keeps its channel for its next waits";
+  }
+  EXPECT_TRUE(eventually([&] { return subscribers(*raw, channel) == 0; }, 2000ms))
+      << "the channel outlived its FairLock object";
   ASSERT_TRUE(held->release().ok());
   std::this_thread::sleep_for(300ms);
   EXPECT_EQ(exists(key_of(name)), 0) << "the cancelled waiter took the lock after all";
@@ -377,10 +402,10 @@ TEST_F(FairLockTest, TryLockDoesNotOvertakeQueuedWaiters) {
 
 // ------------------------------------------------------------------------ only the head is woken
 
-// Six waiters, each with its own Client, queued behind a holder. Each release must cost exactly
-// two scripts on the server: the release and the new head's try. A release that woke every
-// waiter (one channel for all) would cost one try per waiter.
-TEST_F(FairLockTest, ReleaseWakesOnlyTheHead) {
+// Six waiters, each with its own Client, queued behind a holder. Each release hands the lock
+// straight to the head: exactly one script on the server per handoff (the release; the head sends
+// no try of its own, and nobody else is woken), and each fencing token is the previous one + 1.
+TEST_F(FairLockTest, ReleaseHandsTheLockToTheHeadOnly) {
   constexpr int kWaiters = 6;
   const std::string name = "herd";
   const auto fair = waiter_ttl(30000ms);  // renewals every 10 s: none during the test
@@ -416,14 +441,16 @@ TEST_F(FairLockTest, ReleaseWakesOnlyTheHead) {
     });
     ASSERT_TRUE(queue_reaches(name, i + 1)) << "waiter " << i << " never queued";
   }
-  // Each waiter listens on its own channel, with one subscriber.
+  // One channel for this process: each Client subscribed it once.
   const auto ids = raw->cmd_array({"LRANGE", queue_of(name), "0", "-1"});
   ASSERT_EQ(ids.size(), static_cast<size_t>(kWaiters));
-  for (const auto& id : ids) EXPECT_EQ(subscribers(*raw, key_of(name) + ":ch:" + id), 1) << id;
+  EXPECT_EQ(subscribers(*raw, channel_of(name, ids[0])), kWaiters);
+  EXPECT_EQ(raw->cmd_int({"HLEN", grant_of(name)}), kWaiters);
   std::this_thread::sleep_for(100ms);
 
   std::vector<std::future<dlock::FencingToken>> got;
   for (auto& w : waiters) got.push_back(w.acquired.get_future());
+  auto previous = held->token();
   for (int i = 0; i < kWaiters; ++i) {
     const long long before = script_calls(*raw);
     const auto t0 = SteadyClock::now();
@@ -432,17 +459,250 @@ TEST_F(FairLockTest, ReleaseWakesOnlyTheHead) {
     } else {
       waiters[i - 1].release_now.set_value();
     }
-    ASSERT_EQ(got[i].wait_for(5s), std::future_status::ready) << "waiter " << i << " was not woken";
-    EXPECT_LT(ms_since(t0), 1000ms) << "waiter " << i << " was not woken by a notification";
-    EXPECT_TRUE(static_cast<bool>(got[i].get())) << "waiter " << i << " failed";
+    ASSERT_EQ(got[i].wait_for(5s), std::future_status::ready) << "waiter " << i << " was not handed the lock";
+    EXPECT_LT(ms_since(t0), 1000ms) << "waiter " << i << " was not handed the lock by the release";
+    const auto token = got[i].get();
+    ASSERT_TRUE(static_cast<bool>(token)) << "waiter " << i << " failed";
+    EXPECT_EQ(token.value, previous.value + 1) << "handoff " << i << ": the fence did not count it once";
+    EXPECT_EQ(std::to_string(token.value), get(fence_of(name)));
+    EXPECT_EQ(get(key_of(name)), ids[i]) << "handoff " << i << " went to another waiter than the head";
+    previous = token;
     std::this_thread::sleep_for(150ms);  // time for any other waiter to react
     const long long after = script_calls(*raw);
-    EXPECT_EQ(after - before, 2) << "release " << i << ": scripts run besides the release and the head's try";
+    EXPECT_EQ(after - before, 1) << "release " << i << ": scripts run besides the release";
     EXPECT_EQ(queued(name), kWaiters - 1 - i);
+    EXPECT_EQ(raw->cmd_int({"HLEN", grant_of(name)}), kWaiters - 1 - i);
   }
   waiters.back().release_now.set_value();
   for (auto& w : waiters) w.thread.join();
   EXPECT_EQ(exists(key_of(name)), 0);
+  EXPECT_EQ(exists(grant_of(name)), 0);
+}
+
+// -------------------------------------------------------------------------------- handover
+
+// The head gets the lock with the lease TTL it stored when it queued (not the releaser's), and
+// its acquire returns without a try of its own: the release is the only script run.
+TEST_F(FairLockTest, HandoffGoesStraightToTheHeadWithItsOwnLease) {
+  const std::string name = "handoff";
+  dlock::FairLock holder(*client, name);
+  {
+    auto warm = holder.acquire(no_wait());  // loads fair_acquire and fair_release
+    ASSERT_TRUE(warm.ok()) << warm.error().what();
+    ASSERT_TRUE(warm->release().ok());
+  }
+  auto held = holder.acquire(no_wait());
+  ASSERT_TRUE(held.ok()) << held.error().what();
+
+  dlock::Client wc(server->url());
+  dlock::LeaseOptions lease;
+  lease.ttl = 7000ms;
+  dlock::FairLock waiter(wc, name, lease);
+  auto fut = std::async(std::launch::async, [&] {
+    auto r = waiter.acquire(notified());
+    return std::make_pair(std::move(r), SteadyClock::now());
+  });
+  ASSERT_TRUE(queue_reaches(name, 1));
+  const std::string id = raw->cmd({"LINDEX", queue_of(name), "0"});
+  EXPECT_EQ(raw->cmd({"HGET", grant_of(name), id}), "7000");
+  EXPECT_GT(raw->cmd_int({"PTTL", grant_of(name)}), 0) << "the stored leases must expire with the places";
+  std::this_thread::sleep_for(100ms);
+
+  const long long before = script_calls(*raw);
+  const auto t0 = SteadyClock::now();
+  ASSERT_TRUE(held->release().ok());
+  ASSERT_EQ(fut.wait_for(5s), std::future_status::ready);
+  auto [r, at] = fut.get();
+  ASSERT_TRUE(r.ok()) << r.error().what();
+  EXPECT_LT(at - t0, 1000ms);
+  std::this_thread::sleep_for(100ms);
+  EXPECT_EQ(script_calls(*raw) - before, 1) << "the head tried on its own instead of taking the handover";
+  EXPECT_EQ(r->owner(), id);
+  EXPECT_EQ(get(key_of(name)), id);
+  EXPECT_EQ(std::to_string(r->token().value), get(fence_of(name)));
+  EXPECT_GT(r->token(), held->token());
+  const long long pttl = raw->cmd_int({"PTTL", key_of(name)});
+  EXPECT_GT(pttl, 6000);
+  EXPECT_LE(pttl, 7000);
+  EXPECT_TRUE(r->held());
+  EXPECT_GT(r->remaining(), 5000ms);
+  EXPECT_LE(r->remaining(), 7000ms);
+  EXPECT_EQ(wc.active_leases(), 1u) << "the handed-over lease is not on the watchdog";
+  EXPECT_EQ(queued(name), 0);
+  EXPECT_EQ(exists(grant_of(name)), 0);
+  EXPECT_TRUE(r->release().ok());
+  EXPECT_EQ(exists(key_of(name)), 0);
+  EXPECT_EQ(wc.active_leases(), 0u);
+}
+
+// Hands the lock to `id` as fair_release.lua does, but publishes nothing: a 'granted' message
+// lost, or still on its way.
+void silent_handover(RawConnection& raw, const std::string& name, const std::string& id) {
+  const std::string ttl = raw.cmd({"HGET", grant_of(name), id});
+  ASSERT_NE(ttl, "(nil)") << "no lease stored for " << id;
+  raw.cmd({"INCR", fence_of(name)});
+  ASSERT_EQ(raw.cmd({"SET", key_of(name), id, "PX", ttl}), "OK");
+  ASSERT_EQ(raw.cmd({"LPOP", queue_of(name)}), id);
+  raw.cmd({"ZREM", timeouts_of(name), id});
+  raw.cmd({"HDEL", grant_of(name), id});
+}
+
+// The waiter whose handover message never arrives finds the lock its own at its next try (its
+// recheck): acquired with that handover's token, and the key's TTL restarted.
+TEST_F(FairLockTest, LostGrantMessageIsRecoveredByTheNextTry) {
+  const std::string name = "lost-grant";
+  ASSERT_EQ(raw->cmd({"SET", key_of(name), "someone-else", "PX", "30000"}), "OK");
+  dlock::Client wc(server->url());
+  dlock::FairLock waiter(wc, name);
+  auto fut = std::async(std::launch::async, [&] { return waiter.acquire(dlock::WaitOptions{20s, 300ms}); });
+  ASSERT_TRUE(queue_reaches(name, 1));
+  const std::string id = raw->cmd({"LINDEX", queue_of(name), "0"});
+  silent_handover(*raw, name, id);
+  ASSERT_EQ(raw->cmd_int({"PEXPIRE", key_of(name), "20000"}), 1);  // shorter: the try must restore it
+  const std::string fence = get(fence_of(name));
+
+  ASSERT_EQ(fut.wait_for(3s), std::future_status::ready) << "the waiter never noticed it holds the lock";
+  auto r = fut.get();
+  ASSERT_TRUE(r.ok()) << r.error().what();
+  EXPECT_EQ(r->owner(), id);
+  EXPECT_EQ(std::to_string(r->token().value), fence) << "not the handover's token";
+  EXPECT_EQ(get(fence_of(name)), fence) << "the recovery counted a second acquisition";
+  EXPECT_GT(raw->cmd_int({"PTTL", key_of(name)}), 25000) << "the lease TTL was not restarted";
+  EXPECT_TRUE(r->release().ok());
+  EXPECT_EQ(exists(key_of(name)), 0);
+}
+
+// The same, with the fencing counter lost after the handover (a restart without persistence that
+// kept the lock key): the recovered lease gets a token above the handover's, not none.
+TEST_F(FairLockTest, LostGrantRecoveredAfterTheCounterWasLostGetsAHigherToken) {
+  const std::string name = "lost-grant-fence";
+  ASSERT_EQ(raw->cmd({"SET", key_of(name), "someone-else", "PX", "30000"}), "OK");
+  dlock::Client wc(server->url());
+  dlock::FairLock waiter(wc, name);
+  auto fut = std::async(std::launch::async, [&] { return waiter.acquire(dlock::WaitOptions{20s, 300ms}); });
+  ASSERT_TRUE(queue_reaches(name, 1));
+  const std::string id = raw->cmd({"LINDEX", queue_of(name), "0"});
+  silent_handover(*raw, name, id);
+  const auto handed = std::stoull(get(fence_of(name)));
+  ASSERT_EQ(raw->cmd_int({"DEL", fence_of(name)}), 1);
+
+  ASSERT_EQ(fut.wait_for(3s), std::future_status::ready);
+  auto r = fut.get();
+  ASSERT_TRUE(r.ok()) << r.error().what();
+  EXPECT_EQ(r->owner(), id);
+  EXPECT_GT(r->token().value, handed);
+  EXPECT_EQ(std::to_string(r->token().value), get(fence_of(name)));
+  EXPECT_TRUE(r->release().ok());
+}
+
+// The subscriber connections are killed and the lock released at once: the 'granted' message
+// finds nobody listening. The waiter (recheck 10 s) still gets the lock promptly: after the
+// Notifier subscribes again, every wait re-checks and finds the lock its own.
+TEST_F(FairLockTest, GrantLostWithTheSubscriberConnectionIsRecovered) {
+  const std::string name = "lost-pubsub";
+  dlock::FairLock holder(*client, name);
+  auto held = holder.acquire(no_wait());
+  ASSERT_TRUE(held.ok()) << held.error().what();
+  dlock::Client wc(server->url());
+  dlock::FairLock waiter(wc, name);
+  auto fut = std::async(std::launch::async, [&] { return waiter.acquire(notified()); });
+  ASSERT_TRUE(queue_reaches(name, 1));
+  const std::string id = raw->cmd({"LINDEX", queue_of(name), "0"});
+  std::this_thread::sleep_for(100ms);
+
+  EXPECT_GE(raw->cmd_int({"CLIENT", "KILL", "TYPE", "pubsub"}), 1);
+  ASSERT_TRUE(held->release().ok());
+  EXPECT_EQ(get(key_of(name)), id) << "the release did not hand the lock over";
+  ASSERT_EQ(fut.wait_for(5s), std::future_status::ready) << "the lost handover was never recovered";
+  auto r = fut.get();
+  ASSERT_TRUE(r.ok()) << r.error().what();
+  EXPECT_EQ(r->owner(), id);
+  EXPECT_EQ(std::to_string(r->token().value), get(fence_of(name)));
+  EXPECT_TRUE(r->release().ok());
+  EXPECT_EQ(exists(key_of(name)), 0);
+}
+
+// A waiter is handed the lock just as its wait times out (the message not yet read): its cleanup
+// (fair_dequeue.lua) drops that lock and hands it on to the next waiter, which gets it at once
+// (recheck 10 s: by the message). Nothing is left behind.
+TEST_F(FairLockTest, WaiterTimingOutAsItIsGrantedLeaksNothing) {
+  const std::string name = "grant-timeout";
+  ASSERT_EQ(raw->cmd({"SET", key_of(name), "someone-else", "PX", "30000"}), "OK");
+  dlock::Client qc(server->url());
+  dlock::FairLock quitter(qc, name);
+  const auto q0 = SteadyClock::now();
+  auto quit = std::async(std::launch::async, [&] { return quitter.acquire(dlock::WaitOptions{700ms, 10000ms}); });
+  ASSERT_TRUE(queue_reaches(name, 1));
+  const std::string quitter_id = raw->cmd({"LINDEX", queue_of(name), "0"});
+
+  dlock::Client pc(server->url());
+  dlock::FairLock patient(pc, name);
+  auto wait = std::async(std::launch::async, [&] {
+    auto r = patient.acquire(notified());
+    return std::make_pair(std::move(r), SteadyClock::now());
+  });
+  ASSERT_TRUE(queue_reaches(name, 2));
+  std::this_thread::sleep_until(q0 + 600ms);
+  silent_handover(*raw, name, quitter_id);
+  const auto granted_token = std::stoull(get(fence_of(name)));
+
+  auto r = quit.get();
+  const auto quit_at = SteadyClock::now();
+  EXPECT_EQ(r.code(), make_error_code(dlock::errc::timeout)) << (r.ok() ? "acquired" : r.error().what());
+  if (r.ok()) (void)r->release();
+  ASSERT_EQ(wait.wait_for(5s), std::future_status::ready) << "the dropped handover never reached the next waiter";
+  auto [p, at] = wait.get();
+  ASSERT_TRUE(p.ok()) << p.error().what();
+  EXPECT_LT(at - quit_at, 1000ms);
+  EXPECT_GT(p->token().value, granted_token);
+  EXPECT_EQ(get(key_of(name)), p->owner());
+  EXPECT_EQ(qc.active_leases(), 0u);
+  EXPECT_TRUE(p->release().ok());
+  EXPECT_EQ(exists(key_of(name)), 0);
+  EXPECT_EQ(queued(name), 0);
+  EXPECT_EQ(exists(grant_of(name)), 0);
+}
+
+// The same race with real releases, at offsets around the waiter's deadline: whichever way each
+// round goes, the lock ends up free or with the next waiter, never stuck with the quitter.
+TEST_F(FairLockTest, ReleasesAroundAWaitersDeadlineLeakNothing) {
+  const std::string name = "grant-race";
+  dlock::Client hc(server->url());
+  dlock::Client qc(server->url());
+  dlock::Client pc(server->url());
+  dlock::FairLock holder(hc, name);
+  dlock::FairLock quitter(qc, name);
+  dlock::FairLock patient(pc, name);
+  int quitter_won = 0;
+  for (int round = 0; round < 12; ++round) {
+    auto held = holder.acquire(dlock::WaitOptions{5s, 100ms});
+    ASSERT_TRUE(held.ok()) << held.error().what();
+    const auto q0 = SteadyClock::now();
+    auto quit = std::async(std::launch::async, [&] { return quitter.acquire(dlock::WaitOptions{300ms, 10000ms}); });
+    ASSERT_TRUE(queue_reaches(name, 1));
+    auto wait = std::async(std::launch::async, [&] { return patient.acquire(notified(10s)); });
+    ASSERT_TRUE(queue_reaches(name, 2));
+    std::this_thread::sleep_until(q0 + 300ms + milliseconds(round - 6));
+    ASSERT_TRUE(held->release().ok());
+    auto q = quit.get();
+    if (q.ok()) {
+      ++quitter_won;
+      std::this_thread::sleep_for(2ms);
+      ASSERT_TRUE(q->release().ok());
+    } else {
+      EXPECT_EQ(q.code(), make_error_code(dlock::errc::timeout)) << q.error().what();
+    }
+    ASSERT_EQ(wait.wait_for(3s), std::future_status::ready) << "round " << round << ": the lock got stuck";
+    auto p = wait.get();
+    ASSERT_TRUE(p.ok()) << "round " << round << ": " << p.error().what();
+    EXPECT_EQ(get(key_of(name)), p->owner());
+    ASSERT_TRUE(p->release().ok());
+    EXPECT_EQ(exists(key_of(name)), 0) << "round " << round;
+    EXPECT_EQ(queued(name), 0) << "round " << round;
+    EXPECT_EQ(exists(grant_of(name)), 0) << "round " << round;
+    EXPECT_EQ(qc.active_leases(), 0u) << "round " << round;
+  }
+  std::printf("quitter got the lock in %d of 12 rounds\n", quitter_won);
 }
 
 // --------------------------------------------------------------------------- exclusion and fencing
@@ -725,6 +985,64 @@ TEST_F(FairLockTest, DestroyingClientFailsPendingAcquireWithShutdown) {
 TEST_F(FairLockTest, InvalidArgumentsThrow) {
   EXPECT_THROW(dlock::FairLock(*client, "a{b}"), std::system_error);
   EXPECT_THROW(dlock::FairLock(*client, "ok", {}, waiter_ttl(5ms)), std::system_error);
+}
+
+// ------------------------------------------------------------------------------------ Cluster
+
+// On Redis Cluster the handover is announced with SPUBLISH on the shard that owns the lock's slot,
+// where the waiter's process SSUBSCRIBEd its channel: the waiter gets the lock from the release
+// alone (one script on that shard), and the FairLock keeps that one sharded subscription.
+TEST(FairLockClusterTest, HandoverOnShardedChannels) {
+  dlock::test::RedisCluster cluster(3, 0);
+  const std::string name = "cluster-handoff";
+  dlock::Client hc(cluster.url());
+  dlock::Client wc(cluster.url_with_seed(1));
+  ASSERT_TRUE(hc.ping(10s).ok());
+  ASSERT_TRUE(wc.ping(10s).ok());
+  RawConnection owner(cluster.node(cluster.owner_of_key(key_of(name))));
+  dlock::FairLock holder(hc, name);
+  {
+    auto warm = holder.acquire(no_wait());  // loads fair_acquire and fair_release on the shard
+    ASSERT_TRUE(warm.ok()) << warm.error().what();
+    ASSERT_TRUE(warm->release().ok());
+  }
+  auto held = holder.acquire(no_wait());
+  ASSERT_TRUE(held.ok()) << held.error().what();
+
+  dlock::FairLock waiter(wc, name);
+  for (int round = 0; round < 2; ++round) {
+    auto fut = std::async(std::launch::async, [&] { return waiter.acquire(notified()); });
+    ASSERT_TRUE(eventually([&] { return owner.cmd_int({"LLEN", queue_of(name)}) == 1; }, 5000ms));
+    const std::string id = owner.cmd({"LINDEX", queue_of(name), "0"});
+    auto numsub = owner.cmd_array({"PUBSUB", "SHARDNUMSUB", channel_of(name, id)});
+    ASSERT_EQ(numsub.size(), 2u);
+    // Once per Client of this process that waited: the waiter's, and from round 1 the holder's.
+    EXPECT_EQ(numsub[1], round == 0 ? "1" : "2") << "not subscribed on the lock's shard";
+    std::this_thread::sleep_for(100ms);
+
+    const long long before = script_calls(owner);
+    const auto t0 = SteadyClock::now();
+    ASSERT_TRUE(held->release().ok());
+    ASSERT_EQ(fut.wait_for(5s), std::future_status::ready) << "round " << round;
+    auto r = fut.get();
+    ASSERT_TRUE(r.ok()) << r.error().what();
+    EXPECT_LT(ms_since(t0), 1000ms) << "round " << round << ": not handed over by the release";
+    std::this_thread::sleep_for(100ms);
+    EXPECT_EQ(script_calls(owner) - before, 1) << "round " << round << ": the waiter tried on its own";
+    EXPECT_EQ(owner.cmd({"GET", key_of(name)}), r->owner());
+    EXPECT_GT(r->token(), held->token());
+    // The holder queues behind the new holder, and gets it back the same way next round.
+    auto back = std::async(std::launch::async, [&] { return holder.acquire(notified()); });
+    ASSERT_TRUE(eventually([&] { return owner.cmd_int({"LLEN", queue_of(name)}) == 1; }, 5000ms));
+    std::this_thread::sleep_for(100ms);
+    ASSERT_TRUE(r->release().ok());
+    ASSERT_EQ(back.wait_for(5s), std::future_status::ready);
+    held = back.get();
+    ASSERT_TRUE(held.ok()) << held.error().what();
+  }
+  ASSERT_TRUE(held->release().ok());
+  EXPECT_EQ(owner.cmd_int({"EXISTS", key_of(name)}), 0);
+  EXPECT_EQ(owner.cmd_int({"EXISTS", grant_of(name)}), 0);
 }
 
 }  // namespace
