@@ -35,10 +35,11 @@
 // would expire (a crashed holder sends no release) and after WaitOptions::recheck_interval. A head
 // that got its permits while more are still free hands its turn on at once, so permits freed
 // together (a release of k, a raised limit) are all taken without waiting for another release.
-//   - FIFO within a Client, with head-of-line blocking (as in a FIFO semaphore): a head that needs
-//     k permits holds up the waiters queued behind it, even ones needing fewer, until k are free
-//     at once, or until it times out or is cancelled. Later small requests never overtake an
-//     earlier large one, so the large one is not starved by the process's own small ones.
+//   - FIFO within a Client, with head-of-line blocking (the rule of FIFO semaphores such as
+//     tokio's): a head that needs k permits holds up the waiters queued behind it, even ones
+//     needing fewer, until k are free at once, or until it times out or is cancelled. Later
+//     small requests never overtake an earlier large one, so the large one is not starved by
+//     the process's own small ones; the small ones wait at most as long as the head does.
 //   - Exception: a head whose k exceeds the limit (it could only be served after set_permits()
 //     raises it) leaves the queue for a separate one and waits there, so it blocks nobody.
 //   - No fairness across Clients: each Client's head races the other Clients' heads; an
