@@ -29,9 +29,23 @@
 // seen" rule (that would reject the older of two legitimate holders). Use it to tell holders
 // apart (logs, idempotency keys, per-permit slots).
 //
-// Waiting: a waiter is woken by a release or resize notification, and in any case tries again
-// when the permits it needs would expire and after WaitOptions::recheck_interval. No fairness:
-// waiters race, and an acquisition of k > 1 permits may wait while single permits come and go.
+// Waiting: the waiters of one Client on one semaphore form a FIFO queue in the process, and only
+// its head tries in Redis; the others wait their turn without sending anything. The head is woken
+// by a release or resize notification, and in any case tries again when the permits it needs
+// would expire (a crashed holder sends no release) and after WaitOptions::recheck_interval. A head
+// that got its permits while more are still free hands its turn on at once, so permits freed
+// together (a release of k, a raised limit) are all taken without waiting for another release.
+//   - FIFO within a Client, with head-of-line blocking (the rule of FIFO semaphores such as
+//     tokio's): a head that needs k permits holds up the waiters queued behind it, even ones
+//     needing fewer, until k are free at once, or until it times out or is cancelled. Later
+//     small requests never overtake an earlier large one, so the large one is not starved by
+//     the process's own small ones; the small ones wait at most as long as the head does.
+//   - Exception: a head whose k exceeds the limit (it could only be served after set_permits()
+//     raises it) leaves the queue for a separate one and waits there, so it blocks nobody.
+//   - No fairness across Clients: each Client's head races the other Clients' heads; an
+//     acquisition of k > 1 permits may wait while other Clients take single permits.
+//   - try_acquire() and acquire(k, {timeout 0}) make one try at once, without queueing, and may
+//     take a permit ahead of this Client's waiters.
 //
 // The std::counting_semaphore-like members (acquire(), try_acquire*, release()) take single
 // permits held by this object, not by a thread: any thread may release them, oldest first.
@@ -119,6 +133,7 @@ class Semaphore {
  private:
   bool timed_try(milliseconds d);
   detail::AcquireRequest request(std::size_t k, WaitOptions wait) const;
+  void start(std::size_t k, WaitOptions wait, std::function<void(Result<Lease>)> done, std::stop_token stop) const;
   Result<std::pair<long long, long long>> state() const;
 
   std::shared_ptr<detail::ClientCore> core_;

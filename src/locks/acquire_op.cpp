@@ -33,7 +33,8 @@ class WaitQueue final : public Notifier::Listener, public std::enable_shared_fro
 
   void push(const std::shared_ptr<AcquireOp>& op);
   // `acquired`: the op leaves because it took the lock (so the lock is now held by this process).
-  void remove(AcquireOp* op, bool acquired);
+  // `holder_ttl`: then, when other holders' holds expire (shared holds), for the next head's sleep.
+  void remove(AcquireOp* op, bool acquired, std::optional<milliseconds> holder_ttl = std::nullopt);
   bool is_head(const AcquireOp* op) const { return !ops_.empty() && ops_.front().get() == op; }
   bool confirmed() const noexcept { return confirmed_; }
   // Whether this process listens on the lock's channel (its release notifications count it).
@@ -113,7 +114,7 @@ class AcquireOp final : public std::enable_shared_from_this<AcquireOp> {
   // `held_here`: the previous head just took the lock, so a try now would only fail. Waiting for
   // the release notification instead keeps this process from racing its own holder's release
   // against the other processes' waiters (the notification reaches every process alike).
-  void become_head(bool held_here = false) {
+  void become_head(bool held_here = false, std::optional<milliseconds> holder_ttl = std::nullopt) {
     if (state_ == State::done) return;
     if (!held_here && !queue_->confirmed() && !fast_path_used_) {
       fast_path_used_ = true;
@@ -124,11 +125,11 @@ class AcquireOp final : public std::enable_shared_from_this<AcquireOp> {
       return try_now();
     }
     state_ = State::subscribing;
-    queue_->subscribe_then([self = shared_from_this(), held_here] {
+    queue_->subscribe_then([self = shared_from_this(), held_here, holder_ttl] {
       if (self->state_ != State::subscribing) return;
       if (!held_here) return self->try_now();
       self->seen_generation_ = self->queue_->generation();
-      self->sleep(BootClock::now(), std::nullopt);
+      self->sleep(BootClock::now(), holder_ttl);
     });
   }
 
@@ -195,7 +196,13 @@ class AcquireOp final : public std::enable_shared_from_this<AcquireOp> {
       return release_unwanted(a.lease, [self = shared_from_this()] { self->finish(std::move(*self->pending_cancel_)); });
     }
     switch (a.kind) {
-      case Attempt::Kind::acquired: return finish(Lease(std::move(a.lease)));
+      case Attempt::Kind::acquired:
+        // A shared hold with room left: the next waiter takes its turn now (see Attempt).
+        if (a.room_left && queue_) {
+          pass_turn_ = *a.room_left > 0 || queue_->generation() != seen_generation_;
+          others_ttl_ = a.holder_ttl;
+        }
+        return finish(Lease(std::move(a.lease)));
       case Attempt::Kind::failed: return finish(std::move(a.error));
       case Attempt::Kind::busy: break;
     }
@@ -248,7 +255,7 @@ class AcquireOp final : public std::enable_shared_from_this<AcquireOp> {
     deadline_timer_.cancel();
     if (queue_) {
       auto q = std::move(queue_);
-      q->remove(this, result.ok());
+      q->remove(this, result.ok() && !pass_turn_, others_ttl_);
     }
     auto done = std::move(done_);
     done(std::move(result));
@@ -265,6 +272,8 @@ class AcquireOp final : public std::enable_shared_from_this<AcquireOp> {
   bool single_ = false;
   bool unsubscribed_try_ = false;  // the current try was made before subscribing
   bool fast_path_used_ = false;    // at most one try before subscribing
+  bool pass_turn_ = false;         // acquired with room left: the next head tries at once
+  std::optional<milliseconds> others_ttl_;  // acquired a shared hold: when others' holds expire
   std::uint64_t seen_generation_ = 0;
   std::optional<std::stop_callback<std::function<void()>>> stop_cb_;
   std::optional<Error> pending_cancel_;
@@ -272,7 +281,7 @@ class AcquireOp final : public std::enable_shared_from_this<AcquireOp> {
 
 void WaitQueue::push(const std::shared_ptr<AcquireOp>& op) { ops_.push_back(op); }
 
-void WaitQueue::remove(AcquireOp* op, bool acquired) {
+void WaitQueue::remove(AcquireOp* op, bool acquired, std::optional<milliseconds> holder_ttl) {
   const bool was_head = is_head(op);
   for (auto it = ops_.begin(); it != ops_.end(); ++it) {
     if (it->get() == op) {
@@ -285,7 +294,7 @@ void WaitQueue::remove(AcquireOp* op, bool acquired) {
     core_.forget_wait_queue(key_);
     return;
   }
-  if (was_head) ops_.front()->become_head(acquired);
+  if (was_head) ops_.front()->become_head(acquired, holder_ttl);
 }
 
 void WaitQueue::fail_all(const Error& why) {

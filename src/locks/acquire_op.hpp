@@ -30,8 +30,14 @@ struct Attempt {
   enum class Kind { acquired, busy, failed };
   Kind kind = Kind::failed;
   std::shared_ptr<LeaseRecord> lease;       // acquired
-  std::optional<milliseconds> holder_ttl;   // busy: the holder's remaining TTL, when it has one
+  // busy: the holder's remaining TTL, when it has one. acquired (shared holds, see room_left):
+  // when the first of the other holds expires unless renewed, bounding the next waiter's sleep.
+  std::optional<milliseconds> holder_ttl;
   Error error;                              // failed
+  // acquired, for kinds whose hold is shared (Semaphore): how many more could take it now. When
+  // set, the next local waiter tries at once if it is > 0 or a release was announced while this
+  // try was in flight, instead of waiting for the next release. Unset (one-holder kinds): waits.
+  std::optional<long long> room_left;
 };
 
 // Runs on the loop thread; starts one try and calls `report` (on the loop thread) with it.

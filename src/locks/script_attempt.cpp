@@ -70,7 +70,7 @@ AttemptFn script_attempt(std::shared_ptr<ClientCore> core, std::shared_ptr<const
                        a.error = Error(classify_error_reply(rep), "acquiring " + what + ": " + rep.str());
                        return report(std::move(a));
                      }
-                     if (!rep.is_array() || rep.size() < 2 || rep.size() > 3 || !rep[0].is_integer()) {
+                     if (!rep.is_array() || rep.size() < 2 || rep.size() > 4 || !rep[0].is_integer()) {
                        a.error = Error(errc::protocol, "acquiring " + what + ": unexpected reply " + rep.to_string());
                        return report(std::move(a));
                      }
@@ -80,6 +80,10 @@ AttemptFn script_attempt(std::shared_ptr<ClientCore> core, std::shared_ptr<const
                        a.lease = std::make_shared<LeaseRecord>(
                            core, spec->name, owner, FencingToken{static_cast<std::uint64_t>(rep[1].integer())},
                            std::shared_ptr<const HoldScripts>(spec, &spec->hold), spec->lease, sent);
+                       if (rep.size() >= 3 && rep[2].is_integer()) a.room_left = rep[2].integer();
+                       if (rep.size() == 4 && rep[3].is_integer() && rep[3].integer() >= 0) {
+                         a.holder_ttl = milliseconds(rep[3].integer());
+                       }
                        if (ack.replicas > 0) return acknowledge(core, spec, ack, what, std::move(a), report);
                        core->active_leases_.fetch_add(1);
                        core->renewals().add(a.lease);

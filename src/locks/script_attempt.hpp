@@ -4,6 +4,9 @@
 // an Attempt (and, on success, a LeaseRecord the watchdog keeps alive):
 //   ARGV  = {owner, ttl_ms, extra_args...}
 //   reply = {1, token}   acquired; token is the fencing token of the hold
+//           {1, token, room[, ttl]}  acquired a shared hold; room: how many more may take it
+//                             now (Semaphore: permits still free), Attempt::room_left; ttl: when
+//                             the first of the other holds expires (Attempt::holder_ttl)
 //           {0, pttl}    held by someone else; pttl is when it may free up (-1: unknown)
 //           {-1, type}   the key holds a value of another type ({-1, type, key}: that key)
 #pragma once

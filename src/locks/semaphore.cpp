@@ -1,7 +1,7 @@
 #include "dlock/semaphore.hpp"
 
 #include <algorithm>
-#include <atomic>
+#include <chrono>
 
 #include "client_core.hpp"
 #include "locks/acquire_op.hpp"
@@ -27,10 +27,17 @@ namespace {
 // How long a release is remembered (P{N}:released): long enough for any retry of a release.
 constexpr milliseconds release_marker_ttl{30000};
 
-// Permit waiters must not share a process-local wait queue: only a queue's head tries, and after
-// it took a permit the next would wait for a release although more permits may be free. Each
-// acquisition waits on a queue of its own; all listen on the semaphore's one channel.
-std::atomic<std::uint64_t> next_permit_queue{0};
+// Waiting (see semaphore.hpp, "Waiting"): the waiters of one Client on one Semaphore form one
+// process-local FIFO, acquire_op's WaitQueue keyed by the permits zset, so only its head tries and
+// a release costs one try per process rather than one per waiter. A head that takes permits while
+// more are free passes its turn on at once (sem_acquire.lua's third reply element, room_left in
+// the Attempt), so several permits freed together are all taken.
+//
+// The queue is FIFO with head-of-line blocking: a head that needs k permits holds the waiters
+// behind it until k are free at once. That wait ends when holders release or expire, except for
+// a k above the limit, which only set_permits() can satisfy: such a waiter leaves the shared queue
+// for one of its own (this suffix), where it waits for a resize without holding anybody up.
+constexpr const char* over_limit_queue = ":permits:over-limit";
 
 Result<Reply> eval_blocking(const std::shared_ptr<ClientCore>& core, const Script& s,
                             const std::vector<std::string>& keys, const std::vector<std::string>& args) {
@@ -76,7 +83,7 @@ AcquireRequest Semaphore::request(std::size_t k, WaitOptions wait) const {
   spec->hold.release_extra = {key_ + ":ch", std::to_string(release_marker_ttl.count()), count};
   spec->lease = lease_;
   AcquireRequest req;
-  req.key = key_ + ":permits:" + std::to_string(next_permit_queue.fetch_add(1));
+  req.key = key_ + ":permits";  // the Client's one wait queue for this semaphore
   req.channel = key_ + ":ch";
   req.what = "Semaphore '" + name_ + "' (" + count + (k == 1 ? " permit" : " permits") + ") on " +
              core_->address().display();
@@ -86,15 +93,60 @@ AcquireRequest Semaphore::request(std::size_t k, WaitOptions wait) const {
   return req;
 }
 
+void Semaphore::start(std::size_t k, WaitOptions wait, std::function<void(Result<Lease>)> done,
+                      std::stop_token stop) const {
+  AcquireRequest req = request(k, wait);
+  if (wait.timeout && wait.timeout->count() <= 0) {  // one try: it queues behind nobody
+    return start_acquire(core_, std::move(req), std::move(done), std::move(stop));
+  }
+  // A try that finds k above the limit ({0, -1}: no expiry would make room) ends this wait with a
+  // marker error, and the wait goes on in the over-limit queue (see over_limit_queue).
+  AcquireRequest moved = req;  // the same try (one spec), waiting in the other queue
+  moved.key = key_ + over_limit_queue;
+  auto over = std::make_shared<bool>(false);
+  req.attempt = [inner = std::move(req.attempt), over](std::function<void(Attempt)> report) {
+    inner([over, report = std::move(report)](Attempt a) {
+      if (a.kind == Attempt::Kind::busy && !a.holder_ttl) {
+        *over = true;
+        a = Attempt{};
+        a.error = Error(errc::busy, "over the limit");  // never seen by the caller
+      }
+      report(std::move(a));
+    });
+  };
+  const auto started = BootClock::now();
+  start_acquire(core_, std::move(req),
+                [over, core = core_, moved = std::move(moved), started, done = std::move(done),
+                 stop](Result<Lease> r) mutable {
+                  // Only the marker moves the wait; a cancellation or timeout that raced it stands.
+                  if (!*over || r.ok() || r.code() != errc::busy) return done(std::move(r));
+                  if (moved.wait.timeout) {
+                    const auto spent = std::chrono::duration_cast<milliseconds>(BootClock::now() - started);
+                    if (spent >= *moved.wait.timeout) {
+                      return done(Error(errc::timeout, "timed out waiting for " + moved.what));
+                    }
+                    *moved.wait.timeout -= spent;
+                  }
+                  start_acquire(core, std::move(moved), std::move(done), std::move(stop));
+                },
+                stop);
+}
+
 Result<Lease> Semaphore::acquire(std::size_t k, WaitOptions wait, std::stop_token stop) {
   if (k == 0) return Error(errc::invalid_argument, "Semaphore::acquire(): k must be at least 1");
-  return acquire_blocking(core_, request(k, wait), std::move(stop));
+  if (core_->on_loop_thread()) {
+    return Error(errc::called_from_event_loop,
+                 "blocking acquire of Semaphore '" + name_ + "' called on the client's event-loop thread; use async_acquire");
+  }
+  auto result = std::make_shared<SyncWait<Result<Lease>>>();
+  start(k, wait, [result](Result<Lease> r) { result->set(std::move(r)); }, std::move(stop));
+  return result->wait();
 }
 
 void Semaphore::async_acquire(std::size_t k, WaitOptions wait, std::function<void(Result<Lease>)> done,
                               std::stop_token stop) {
   if (k == 0) return done(Error(errc::invalid_argument, "Semaphore::async_acquire(): k must be at least 1"));
-  start_acquire(core_, request(k, wait), std::move(done), std::move(stop));
+  start(k, wait, std::move(done), std::move(stop));
 }
 
 // ---------------------------------------------------------------- counting_semaphore members

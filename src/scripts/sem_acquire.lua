@@ -7,22 +7,31 @@
 -- ARGV[2]  lease TTL in milliseconds
 -- ARGV[3]  k, the number of permits (>= 1)
 -- ARGV[4]  the limit to store when none is stored yet
--- Reply:   {1, token}  acquired; token numbers this acquisition (unique, increasing)
+-- Reply:   {1, token, free[, ttl]}  acquired; token numbers this acquisition (unique,
+--                      increasing); free: permits still free after this take (the caller's next
+--                      local waiter tries at once when it is > 0, instead of waiting for a
+--                      release); ttl, when free is 0 and others hold permits: when the first
+--                      permit expires unless renewed (bounds that waiter's sleep)
 --          {0, pttl}   not enough free permits; pttl: when enough would expire unless renewed
 --                      (-1: never, k exceeds the limit)
---          {-1, type}  a key holds a value of another type or kind
+--          {-1, type, key}  a key holds a value of another type or kind
+--
+-- Types are checked only where a key of another type shows up: the first command on each key is
+-- a pcall whose WRONGTYPE error is answered with the key's TYPE. That keeps the error and saves
+-- two TYPE calls on every acquire (issue #6: Redis calls per EVALSHA cost throughput). P{N} has
+-- no command of its own to fail, so it keeps its TYPE.
 local base = redis.call('TYPE', KEYS[1])['ok']
-if base ~= 'none' then return {-1, base .. ' (a lock of another kind has this name)'} end
-local pt = redis.call('TYPE', KEYS[2])['ok']
-if pt ~= 'none' and pt ~= 'zset' then return {-1, pt .. ' at ' .. KEYS[2]} end
-local lt = redis.call('TYPE', KEYS[3])['ok']
-if lt ~= 'none' and lt ~= 'string' then return {-1, lt .. ' at ' .. KEYS[3]} end
+if base ~= 'none' then return {-1, base .. ' (a lock of another kind has this name)', KEYS[1]} end
+
+local function wrong_type(key) return {-1, redis.call('TYPE', key)['ok'], key} end
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 -- Permits of holders that died (or lost their lease) are reclaimed here.
-redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
-local limit = tonumber(redis.call('GET', KEYS[3]))
+if type(redis.pcall('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)) == 'table' then return wrong_type(KEYS[2]) end
+local stored = redis.pcall('GET', KEYS[3])
+if type(stored) == 'table' and stored.err then return wrong_type(KEYS[3]) end
+local limit = tonumber(stored)
 if not limit then
   limit = tonumber(ARGV[4])
   redis.call('SET', KEYS[3], ARGV[4])
@@ -30,14 +39,35 @@ end
 local k = tonumber(ARGV[3])
 local held = redis.call('ZCARD', KEYS[2])
 if held + k <= limit then
-  if redis.call('EXISTS', KEYS[4]) == 0 then
-    redis.call('SET', KEYS[4], t[1] .. string.format('%06d', tonumber(t[2])))
-  end
+  -- A missing counter (restart without persistence, failover) is seeded from the server's clock
+  -- in microseconds so tokens keep rising. INCR first: it answers 1 only on a missing counter (a
+  -- seeded one is far above), which saves an EXISTS on every acquire.
   local token = redis.call('INCR', KEYS[4])
+  if token == 1 then
+    redis.call('SET', KEYS[4], t[1] .. string.format('%06d', tonumber(t[2])))
+    token = redis.call('INCR', KEYS[4])
+  end
   local ttl = tonumber(ARGV[2])
-  for i = 1, k do redis.call('ZADD', KEYS[2], now + ttl, ARGV[1] .. '#' .. i) end
-  if redis.call('PTTL', KEYS[2]) < ttl then redis.call('PEXPIRE', KEYS[2], ttl) end
-  return {1, token}
+  local entries = {}
+  for i = 1, k do
+    entries[2 * i - 1] = now + ttl
+    entries[2 * i] = ARGV[1] .. '#' .. i
+  end
+  redis.call('ZADD', KEYS[2], unpack(entries))
+  -- The zset lives as long as its longest permit, so its expiry (a keyspace event waiters watch)
+  -- marks the last permit gone. held == 0: ZADD just created it, without a TTL (GT would treat
+  -- that as infinite and set nothing).
+  if held == 0 then
+    redis.call('PEXPIRE', KEYS[2], ttl)
+  else
+    redis.call('PEXPIRE', KEYS[2], ttl, 'GT')
+  end
+  local free = math.max(0, limit - held - k)
+  if free > 0 or held == 0 then return {1, token, free} end
+  -- Full, with permits of other holders: the next local waiter sleeps until a release, and at
+  -- the latest until the first of them expires (a crashed holder sends no release).
+  local first = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
+  return {1, token, 0, math.max(0, tonumber(first[2]) - now)}
 end
 if k > limit then return {0, -1} end
 -- The (held + k - limit)-th earliest expiry is when enough permits would free up by expiry.

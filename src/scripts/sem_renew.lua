@@ -16,6 +16,13 @@ for i = 1, k do
   end
 end
 local ttl = tonumber(ARGV[2])
-for i = 1, k do redis.call('ZADD', KEYS[1], 'XX', now + ttl, ARGV[1] .. '#' .. i) end
-if redis.call('PTTL', KEYS[1]) < ttl then redis.call('PEXPIRE', KEYS[1], ttl) end
+local entries = {}
+for i = 1, k do
+  entries[2 * i - 1] = now + ttl
+  entries[2 * i] = ARGV[1] .. '#' .. i
+end
+redis.call('ZADD', KEYS[1], 'XX', unpack(entries))
+-- GT: only ever lengthens the zset's life (it must outlive its longest permit). It always has a
+-- TTL here: sem_acquire gives it one whenever it adds to it.
+redis.call('PEXPIRE', KEYS[1], ttl, 'GT')
 return 1

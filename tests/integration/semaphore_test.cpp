@@ -11,8 +11,10 @@
 #include <cstdint>
 #include <future>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <set>
+#include <sstream>
 #include <string>
 #include <system_error>
 #include <thread>
@@ -38,6 +40,7 @@ using namespace std::chrono_literals;
 using dlock::test::ChildProcess;
 using dlock::test::eventually;
 using dlock::test::ms_since;
+using dlock::test::scaled;
 using SteadyClock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
@@ -48,6 +51,27 @@ dlock::WaitOptions wait_for(milliseconds timeout, milliseconds recheck = 100ms) 
 }
 
 long long to_count(const std::string& s) { return s == "(nil)" ? 0 : std::stoll(s); }
+
+// EVALSHA calls the server counted since the last CONFIG RESETSTAT (acquire tries + releases).
+long long evalsha_calls(dlock::test::RawConnection& raw) {
+  std::istringstream in(raw.cmd({"INFO", "commandstats"}));
+  const std::string tag = "cmdstat_evalsha:calls=";
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(tag, 0) == 0) return std::stoll(line.substr(tag.size()));
+  }
+  return 0;
+}
+
+// A waiter thread of a test: acquire(k) and report when it returned.
+struct Waiter {
+  std::future<std::pair<dlock::Result<dlock::Lease>, SteadyClock::time_point>> result;
+  Waiter(dlock::Semaphore& sem, std::size_t k, dlock::WaitOptions wait)
+      : result(std::async(std::launch::async, [&sem, k, wait] {
+          auto r = sem.acquire(k, wait);
+          return std::make_pair(std::move(r), SteadyClock::now());
+        })) {}
+  bool done() { return result.wait_for(0ms) == std::future_status::ready; }
+};
 
 // Enter: INCR "inside", keep its maximum in "inside_max"; returns how many are inside now.
 const char* kEnter =
@@ -208,6 +232,208 @@ TEST_F(SemaphoreTest, WaiterWokenByRelease) {
   EXPECT_TRUE(got->release().ok());
 }
 
+// ------------------------------------------------------------------- the local wait queue
+
+// Several permits freed together (one release of 3, then a raised limit): every local waiter
+// gets one at once, although their recheck interval is 10 s. Only the queue's head tries, so the
+// head that got a permit with more still free must hand its turn on (no lost wake-up).
+TEST_F(SemaphoreTest, PermitsFreedTogetherReachEveryLocalWaiter) {
+  dlock::Client hc(server->url());
+  dlock::Semaphore holder(hc, "together", 3);
+  dlock::Semaphore sem(*client, "together", 3);
+  const dlock::WaitOptions patient{8000ms, 10000ms};
+  {
+    auto three = holder.acquire(3, no_wait());
+    ASSERT_TRUE(three.ok()) << three.error().what();
+    std::vector<std::unique_ptr<Waiter>> waiters;
+    for (int i = 0; i < 3; ++i) waiters.push_back(std::make_unique<Waiter>(sem, 1, patient));
+    std::this_thread::sleep_for(300ms);
+    for (auto& w : waiters) ASSERT_FALSE(w->done()) << "a waiter got a permit that was taken";
+    const auto t0 = SteadyClock::now();
+    ASSERT_TRUE(three->release().ok());  // one release, one notification, three permits
+    for (auto& w : waiters) {
+      ASSERT_EQ(w->result.wait_for(scaled(5s)), std::future_status::ready);
+      auto [r, t1] = w->result.get();
+      ASSERT_TRUE(r.ok()) << r.error().what();
+      EXPECT_LT(t1 - t0, scaled(700ms)) << "a waiter slept through permits that were free";
+      EXPECT_TRUE(r->release().ok());
+    }
+  }
+  {
+    ASSERT_TRUE(holder.set_permits(1).ok());
+    auto one = holder.acquire(1, no_wait());
+    ASSERT_TRUE(one.ok()) << one.error().what();
+    std::vector<std::unique_ptr<Waiter>> waiters;
+    for (int i = 0; i < 3; ++i) waiters.push_back(std::make_unique<Waiter>(sem, 1, patient));
+    std::this_thread::sleep_for(300ms);
+    for (auto& w : waiters) ASSERT_FALSE(w->done());
+    const auto t0 = SteadyClock::now();
+    ASSERT_TRUE(holder.set_permits(4).ok());
+    std::vector<dlock::Lease> leases;  // held until counted (a Lease releases when destroyed)
+    for (auto& w : waiters) {
+      ASSERT_EQ(w->result.wait_for(scaled(5s)), std::future_status::ready);
+      auto [r, t1] = w->result.get();
+      ASSERT_TRUE(r.ok()) << r.error().what();
+      EXPECT_LT(t1 - t0, scaled(700ms)) << "a waiter slept through a raised limit";
+      leases.push_back(std::move(*r));
+    }
+    EXPECT_EQ(raw->cmd_int({"ZCARD", sem.key() + ":permits"}), 4);
+  }
+}
+
+// No herd: five waiters of one Client queue locally, so each release costs one try of the
+// queue's head, not one per waiter (issue #6: Semaphore sent ~10 EVALSHA per acquisition).
+TEST_F(SemaphoreTest, OneTryPerReleaseNotOnePerWaiter) {
+  constexpr int kWaiters = 5;
+  dlock::Client hc(server->url());
+  dlock::Semaphore holder(hc, "herd", 1);
+  dlock::Semaphore sem(*client, "herd", 1);
+  auto held = holder.acquire(1, no_wait());
+  ASSERT_TRUE(held.ok()) << held.error().what();
+  std::atomic<int> acquired{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kWaiters; ++i) {
+    threads.emplace_back([&] {
+      auto r = sem.acquire(1, dlock::WaitOptions{20000ms, 10000ms});
+      if (!r.ok()) return ADD_FAILURE() << r.error().what();
+      acquired.fetch_add(1);
+      std::this_thread::sleep_for(20ms);
+      EXPECT_TRUE(r->release().ok());
+    });
+  }
+  std::this_thread::sleep_for(500ms);  // all queued; the head's tries are done
+  ASSERT_EQ(acquired.load(), 0);
+  ASSERT_EQ(raw->cmd({"CONFIG", "RESETSTAT"}), "OK");
+  ASSERT_TRUE(held->release().ok());
+  ASSERT_TRUE(eventually([&] { return acquired.load() == kWaiters; }, scaled(8000ms)))
+      << acquired.load() << " of " << kWaiters << " waiters were served";
+  for (auto& t : threads) t.join();
+  // Each of the 6 releases wakes the one head, which tries once: 6 + 5. The old design (a queue
+  // per waiter) tried 5 + 4 + 3 + 2 + 1 times.
+  EXPECT_LE(evalsha_calls(*raw), 2 * kWaiters + 1 + 1) << "a release woke more than the queue's head";
+}
+
+// Head-of-line blocking, as documented: a waiter for 2 permits at the head holds up a later
+// waiter for 1 although 1 is free; a release serves both at once (the head hands its turn on),
+// and a head that gives up (timeout) lets the next one in at once.
+TEST_F(SemaphoreTest, HeadOfLineBlockingWithinAClient) {
+  dlock::Client hc(server->url());
+  dlock::Semaphore holder(hc, "hol", 3);
+  dlock::Semaphore sem(*client, "hol", 3);
+  {
+    auto two = holder.acquire(2, no_wait());
+    ASSERT_TRUE(two.ok()) << two.error().what();
+    Waiter big(sem, 2, dlock::WaitOptions{8000ms, 10000ms});
+    std::this_thread::sleep_for(200ms);
+    Waiter small(sem, 1, dlock::WaitOptions{8000ms, 10000ms});
+    std::this_thread::sleep_for(300ms);
+    EXPECT_EQ(sem.available().value(), 1u);
+    ASSERT_FALSE(small.done()) << "a later, smaller request overtook the head of the queue";
+    ASSERT_FALSE(big.done());
+    const auto t0 = SteadyClock::now();
+    ASSERT_TRUE(two->release().ok());
+    ASSERT_EQ(big.result.wait_for(scaled(5s)), std::future_status::ready);
+    ASSERT_EQ(small.result.wait_for(scaled(5s)), std::future_status::ready);
+    auto [b, tb] = big.result.get();
+    auto [s, ts] = small.result.get();
+    ASSERT_TRUE(b.ok()) << b.error().what();
+    ASSERT_TRUE(s.ok()) << s.error().what();
+    EXPECT_LT(tb - t0, scaled(700ms));
+    EXPECT_LT(ts - t0, scaled(700ms)) << "the head took 2 of 3 and did not hand its turn on";
+    EXPECT_LE(tb, ts) << "FIFO: the head is served first";
+    EXPECT_TRUE(b->release().ok());
+    EXPECT_TRUE(s->release().ok());
+  }
+  {
+    auto two = holder.acquire(2, no_wait());
+    ASSERT_TRUE(two.ok()) << two.error().what();
+    Waiter big(sem, 2, dlock::WaitOptions{800ms, 10000ms});
+    std::this_thread::sleep_for(200ms);
+    Waiter small(sem, 1, dlock::WaitOptions{8000ms, 10000ms});
+    ASSERT_EQ(big.result.wait_for(scaled(5s)), std::future_status::ready);
+    auto [b, tb] = big.result.get();
+    EXPECT_EQ(b.code(), make_error_code(dlock::errc::timeout));
+    ASSERT_EQ(small.result.wait_for(scaled(5s)), std::future_status::ready);
+    auto [s, ts] = small.result.get();
+    ASSERT_TRUE(s.ok()) << s.error().what();
+    EXPECT_LT(ts - tb, scaled(500ms)) << "the next waiter did not try when the head gave up";
+    EXPECT_TRUE(two->release().ok());
+  }
+}
+
+// A request above the limit would block its queue until the limit is raised: it waits aside,
+// and later requests of the same Client are served meanwhile. Raising the limit serves it.
+TEST_F(SemaphoreTest, RequestAboveTheLimitBlocksNobody) {
+  dlock::Client hc(server->url());
+  dlock::Semaphore holder(hc, "over", 2);
+  dlock::Semaphore sem(*client, "over", 2);
+  auto two = holder.acquire(2, no_wait());
+  ASSERT_TRUE(two.ok()) << two.error().what();
+  Waiter huge(sem, 5, dlock::WaitOptions{8000ms, 10000ms});
+  std::this_thread::sleep_for(200ms);
+  Waiter small(sem, 1, dlock::WaitOptions{8000ms, 10000ms});
+  std::this_thread::sleep_for(200ms);
+  ASSERT_FALSE(small.done());
+  const auto t0 = SteadyClock::now();
+  ASSERT_TRUE(two->release().ok());
+  ASSERT_EQ(small.result.wait_for(scaled(5s)), std::future_status::ready);
+  auto [s, ts] = small.result.get();
+  ASSERT_TRUE(s.ok()) << s.error().what();
+  EXPECT_LT(ts - t0, scaled(700ms)) << "a request above the limit held up the queue";
+  ASSERT_FALSE(huge.done());
+  const auto t1 = SteadyClock::now();
+  ASSERT_TRUE(holder.set_permits(6).ok());
+  ASSERT_EQ(huge.result.wait_for(scaled(5s)), std::future_status::ready);
+  auto [h, th] = huge.result.get();
+  ASSERT_TRUE(h.ok()) << h.error().what();
+  EXPECT_LT(th - t1, scaled(700ms)) << "the request above the limit missed the resize";
+  EXPECT_EQ(raw->cmd_int({"ZCARD", sem.key() + ":permits"}), 6);
+  // Its wait kept its deadline: above the limit again, it times out in about its timeout.
+  const auto t2 = SteadyClock::now();
+  EXPECT_EQ(sem.acquire(7, dlock::WaitOptions{400ms, 10000ms}).code(), make_error_code(dlock::errc::timeout));
+  EXPECT_GE(ms_since(t2), 350ms);
+  EXPECT_LT(ms_since(t2), scaled(1500ms));
+}
+
+// Two Clients (two processes' worth of queues), three waiters each: within a Client waiters are
+// served in the order they asked; the Clients themselves race.
+TEST_F(SemaphoreTest, FifoWithinEachClient) {
+  constexpr int kPerClient = 3;
+  dlock::Client hc(server->url());
+  dlock::Semaphore holder(hc, "fifo", 1);
+  dlock::Client c2(server->url());
+  dlock::Semaphore sem1(*client, "fifo", 1);
+  dlock::Semaphore sem2(c2, "fifo", 1);
+  auto held = holder.acquire(1, no_wait());
+  ASSERT_TRUE(held.ok()) << held.error().what();
+  std::mutex mu;
+  std::vector<std::pair<int, int>> order;  // (client, position in that client's queue)
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kPerClient; ++i) {
+    for (int c = 0; c < 2; ++c) {
+      threads.emplace_back([&, c, i] {
+        auto r = (c == 0 ? sem1 : sem2).acquire(1, dlock::WaitOptions{20000ms, 10000ms});
+        if (!r.ok()) return ADD_FAILURE() << r.error().what();
+        {
+          std::lock_guard lock(mu);
+          order.emplace_back(c, i);
+        }
+        std::this_thread::sleep_for(10ms);
+        EXPECT_TRUE(r->release().ok());
+      });
+      std::this_thread::sleep_for(100ms);  // queued in this order
+    }
+  }
+  ASSERT_TRUE(held->release().ok());
+  for (auto& t : threads) t.join();
+  ASSERT_EQ(order.size(), 2u * kPerClient);
+  int next[2] = {0, 0};
+  for (auto [c, i] : order) {
+    EXPECT_EQ(i, next[c]) << "client " << c << " served its waiter " << i << " out of order";
+    next[c] = i + 1;
+  }
+}
+
 // ---------------------------------------------------------------------- crash, renewal, loss
 
 // A process holding a permit is killed: its permit expires at its TTL and is reclaimed, while
@@ -247,6 +473,48 @@ TEST_F(SemaphoreTest, CrashedHoldersPermitIsReclaimed) {
   EXPECT_TRUE(kept->held());
   EXPECT_TRUE(permit->release().ok());
   EXPECT_TRUE(kept->release().ok());
+}
+
+// The same through the local queue: limit 2, a killed process holds one permit. A local waiter
+// takes the other (none left free), and the waiter queued behind it, with a 10 s recheck
+// interval and no release coming, still notices the dead holder's permit expiring.
+TEST_F(SemaphoreTest, CrashedHolderWakesTheNextLocalWaiter) {
+  const std::string url = server->url();
+  ChildProcess child([url]() -> int {
+    dlock::Client c(url);
+    if (!c.ping().ok()) return 2;
+    dlock::Semaphore sem(c, "crash2", 2, watchdog(900ms));
+    auto permit = sem.acquire(1, no_wait());
+    if (!permit.ok()) return 3;
+    if (!c.command({"SET", "child-ready", "1"}).ok()) return 4;
+    std::this_thread::sleep_for(60s);  // killed long before
+    return 0;
+  });
+  ASSERT_TRUE(eventually([&] { return raw->cmd({"GET", "child-ready"}) == "1"; }, 5000ms));
+  dlock::Client hc(server->url());
+  dlock::Semaphore holder(hc, "crash2", 2);
+  auto held = holder.acquire(1, no_wait());
+  ASSERT_TRUE(held.ok()) << held.error().what();
+  dlock::Semaphore sem(*client, "crash2", 2);
+  Waiter first(sem, 1, dlock::WaitOptions{8000ms, 10000ms});
+  std::this_thread::sleep_for(100ms);
+  Waiter second(sem, 1, dlock::WaitOptions{8000ms, 10000ms});
+  std::this_thread::sleep_for(200ms);
+  ASSERT_TRUE(held->release().ok());
+  ASSERT_EQ(first.result.wait_for(scaled(2s)), std::future_status::ready);
+  auto [f, tf] = first.result.get();
+  ASSERT_TRUE(f.ok()) << f.error().what();
+  std::this_thread::sleep_for(1200ms);  // the child renews: its permit stays
+  ASSERT_FALSE(second.done()) << "a permit was granted beyond the limit";
+  child.signal(SIGKILL);
+  EXPECT_EQ(child.wait(), 128 + SIGKILL);
+  const auto t0 = SteadyClock::now();
+  ASSERT_EQ(second.result.wait_for(scaled(5s)), std::future_status::ready);
+  auto [s, ts] = second.result.get();
+  ASSERT_TRUE(s.ok()) << "the dead holder's permit was never reclaimed: " << s.error().what();
+  EXPECT_LT(ts - t0, scaled(2500ms)) << "the waiter slept past the dead holder's expiry";
+  EXPECT_TRUE(f->release().ok());
+  EXPECT_TRUE(s->release().ok());
 }
 
 // The watchdog renews a permit: a 300 ms permit held for 1.2 s stays held and excludes others.
@@ -360,7 +628,29 @@ TEST_F(SemaphoreTest, WrongTypeOnKeysOfAnotherKind) {
   {
     ASSERT_EQ(raw->cmd_int({"LPUSH", key_of("list-limit") + ":limit", "3"}), 1);
     dlock::Semaphore sem(*client, "list-limit", 2);
-    EXPECT_EQ(sem.acquire(1, no_wait()).code(), wrong);
+    auto r = sem.acquire(1, no_wait());
+    EXPECT_EQ(r.code(), wrong);
+    EXPECT_NE(r.error().what().find(":limit"), std::string::npos) << "names the key: " << r.error().what();
+    EXPECT_EQ(sem.acquire(1, wait_for(300ms)).code(), wrong) << "a waiting acquire too";
+    EXPECT_EQ(sem.set_permits(3).code(), wrong);
+    EXPECT_EQ(sem.permits().code(), wrong);
+    EXPECT_EQ(raw->cmd_int({"LLEN", key_of("list-limit") + ":limit"}), 1) << "set_permits overwrote a list";
+  }
+  {
+    // The types are checked where a command fails, not up front: a semaphore in use whose
+    // permits key is replaced behind its back still reports wrong_type, not a script error.
+    dlock::Semaphore sem(*client, "replaced", 2);
+    auto held = sem.acquire(1, no_wait());
+    ASSERT_TRUE(held.ok()) << held.error().what();
+    ASSERT_EQ(raw->cmd({"DEL", sem.key() + ":permits"}), "1");
+    ASSERT_EQ(raw->cmd_int({"HSET", sem.key() + ":permits", "f", "v"}), 1);
+    auto r = sem.acquire(1, no_wait());
+    EXPECT_EQ(r.code(), wrong);
+    EXPECT_NE(r.error().what().find(":permits"), std::string::npos) << r.error().what();
+    EXPECT_NE(r.error().what().find("hash"), std::string::npos) << r.error().what();
+    EXPECT_EQ(sem.available().code(), wrong);
+    EXPECT_EQ(sem.set_permits(3).code(), wrong);
+    EXPECT_EQ(raw->cmd({"GET", sem.key() + ":limit"}), "2") << "set_permits wrote despite the error";
   }
   {
     // A Mutex holds the name.
