@@ -11,19 +11,21 @@
 #include <functional>
 #include <memory>
 #include <string>
-#include <vector>
+#include <string_view>
 
 #include "locks/acquire_op.hpp"
 #include "renewal/lease_record.hpp"
 
 namespace dlock::detail {
 
+// One per lock object, shared (immutable) by its attempts and, through `hold` and `lease.events`,
+// by its leases: keep it small, the watchdog may hold thousands.
 struct ScriptAttemptSpec {
-  std::string name;  // the lock's name, for messages and the Lease
-  std::string kind;  // "Mutex", "ReentrantMutex"...: for the wrong-type message
+  std::string name;       // the lock's name, for messages and the Lease
+  std::string_view kind;  // "Mutex", "ReentrantMutex"... (a literal): for the wrong-type message
   const Script* acquire = nullptr;
-  std::vector<std::string> keys;
-  std::vector<std::string> extra_args;
+  StringList keys;
+  StringList extra_args;
   HoldScripts hold;  // how the hold is renewed and released
   LeaseOptions lease;
   // The owner identity of the attempt. Empty: a fresh random token per attempt.
