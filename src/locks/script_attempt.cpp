@@ -45,10 +45,10 @@ AttemptFn script_attempt(std::shared_ptr<ClientCore> core, std::shared_ptr<const
   return [core, spec](std::function<void(Attempt)> report) {
     std::string owner = spec->owner ? spec->owner() : core->new_owner_token();
     const auto sent = BootClock::now();
-    std::vector<std::string> args{owner, std::to_string(spec->lease.ttl.count())};
+    std::vector<std::string> args{owner, std::to_string(spec->lease->ttl.count())};
     for (std::string_view a : spec->extra_args) args.emplace_back(a);
     const ReplicationAck ack =
-        spec->lease.replication_ack ? *spec->lease.replication_ack : core->options().replication_ack;
+        spec->lease->replication_ack ? *spec->lease->replication_ack : core->options().replication_ack;
     auto handler = [core, spec, owner = std::move(owner), sent, ack, report = std::move(report)](Result<Reply> r) {
                      // Only for messages: built when one is needed, not on every try.
                      auto what = [&] {
@@ -81,11 +81,12 @@ AttemptFn script_attempt(std::shared_ptr<ClientCore> core, std::shared_ptr<const
                      if (code == 1) {
                        a.kind = Attempt::Kind::acquired;
                        // The hold's scripts and the loss callbacks stay in the spec, shared.
-                       const LeaseEvents& ev = spec->lease.events;
+                       const LeaseEvents& ev = spec->lease->events;
                        a.lease = std::make_shared<LeaseRecord>(
                            core, spec->name, owner, FencingToken{static_cast<std::uint64_t>(rep[1].integer())},
-                           std::shared_ptr<const HoldScripts>(spec, &spec->hold), spec->lease, sent,
-                           ev.on_lost || ev.on_at_risk ? std::shared_ptr<const LeaseEvents>(spec, &ev) : nullptr);
+                           std::shared_ptr<const HoldScripts>(spec, &spec->hold), *spec->lease, sent,
+                           ev.on_lost || ev.on_at_risk ? std::shared_ptr<const LeaseEvents>(spec->lease.ptr(), &ev)
+                                                       : nullptr);
                        if (ack.replicas > 0) return acknowledge(core, spec, ack, what(), std::move(a), report);
                        core->active_leases_.fetch_add(1);
                        core->renewals().add(a.lease);
