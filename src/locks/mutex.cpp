@@ -22,7 +22,9 @@ constexpr milliseconds release_marker_ttl{30000};
 Mutex::Mutex(Client& client, std::string name, LeaseOptions lease) : core_(client.core()) {
   if (auto ok = validate_lock_name(name); !ok) throw_error(ok.code(), ok.error().what());
   if (auto ok = validate_lease(lease); !ok) throw_error(ok.code(), ok.error().what());
+  // Built by concatenation, the key has spare capacity; a lock object lives long, so trim it.
   key_ = core_->lock_key(name);
+  key_.shrink_to_fit();
   auto spec = std::make_shared<ScriptAttemptSpec>();
   spec->name = std::move(name);
   spec->kind = "Mutex";
@@ -33,7 +35,8 @@ Mutex::Mutex(Client& client, std::string name, LeaseOptions lease) : core_(clien
   spec->hold.release = &scripts::mutex_release;
   spec->hold.release_keys = {key_, key_ + ":rel"};
   spec->hold.release_extra = {key_ + ":ch", std::to_string(release_marker_ttl.count())};
-  spec->hold.channel = key_ + ":ch";
+  spec->hold.channel.reserve(key_.size() + 3);  // exactly, not with a concatenation's slack
+  spec->hold.channel.append(key_).append(":ch");
   spec->lease = std::move(lease);
   spec_ = std::move(spec);
 }
