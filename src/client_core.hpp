@@ -99,7 +99,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore>, public Conne
   // notification reached `notified` subscribers; `round_trip` is what the release took. When some
   // of them are other processes, this process's own tries on `key` hold back for about two round
   // trips, so that a waiter elsewhere can take the lock first. Loop thread only.
-  void note_release(const std::string& key, long long notified, BootClock::duration round_trip);
+  void note_release(std::string_view key, long long notified, BootClock::duration round_trip);
   // Until when this process's tries on `key` hold back (nullopt: they need not). Loop thread only.
   std::optional<BootClock::time_point> courtesy_until(const std::string& key);
   // Fails every waiting acquisition (shutdown): the WaitQueues' and the hooked ones'.

@@ -20,6 +20,7 @@
 // its lease (use the fencing token).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -94,19 +95,22 @@ class Mutex {
   // The error of the calling thread's last unlock() (lock_lost, connection...), else empty.
   Error last_error() const;
 
-  const std::string& name() const noexcept { return name_; }
+  const std::string& name() const noexcept;
   // The Redis key of the lock: prefix + "{" + name + "}".
   const std::string& key() const noexcept { return key_; }
 
  private:
   bool timed_try(milliseconds d);
   detail::AcquireRequest request(WaitOptions wait) const;
+  detail::ThreadHolds& holds();
 
   std::shared_ptr<detail::ClientCore> core_;
-  std::string name_;
   std::string key_;
+  // Everything else about the lock (its name too), shared with its attempts and leases.
   std::shared_ptr<const detail::ScriptAttemptSpec> spec_;
-  std::unique_ptr<detail::ThreadHolds> holds_;
+  // The holds taken through lock()/try_lock*(), created by the first of them: a Mutex used only
+  // through acquire() (or thousands of them, each holding a Lease) does not pay for it.
+  std::atomic<detail::ThreadHolds*> holds_{nullptr};
 };
 
 }  // namespace dlock

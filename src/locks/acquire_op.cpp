@@ -342,7 +342,8 @@ std::shared_ptr<WaitQueue> ClientCore::wait_queue(const std::string& key, const 
 
 void ClientCore::forget_wait_queue(const std::string& key) { wait_queues_.erase(key); }
 
-void ClientCore::note_release(const std::string& key, long long notified, BootClock::duration round_trip) {
+void ClientCore::note_release(std::string_view key_view, long long notified, BootClock::duration round_trip) {
+  const std::string key(key_view);
   // Our own waiters' subscription received the notification too; it does not count.
   if (auto it = wait_queues_.find(key); it != wait_queues_.end()) {
     if (auto q = it->second.lock(); q && q->subscribed()) --notified;

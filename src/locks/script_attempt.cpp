@@ -12,7 +12,7 @@ namespace {
 void acknowledge(const std::shared_ptr<ClientCore>& core, const std::shared_ptr<const ScriptAttemptSpec>& spec,
                  const ReplicationAck& ack, const std::string& what, Attempt a,
                  const std::function<void(Attempt)>& report) {
-  core->wait_replicas(ack, spec->keys.front(), [core, spec, ack, what, a = std::move(a), report](Result<long long> acked) mutable {
+  core->wait_replicas(ack, std::string(spec->keys.front()), [core, spec, ack, what, a = std::move(a), report](Result<long long> acked) mutable {
     if (acked.ok() && *acked >= static_cast<long long>(ack.replicas)) {
       core->active_leases_.fetch_add(1);
       core->renewals().add(a.lease);
@@ -45,46 +45,53 @@ AttemptFn script_attempt(std::shared_ptr<ClientCore> core, std::shared_ptr<const
   return [core, spec](std::function<void(Attempt)> report) {
     std::string owner = spec->owner ? spec->owner() : core->new_owner_token();
     const auto sent = BootClock::now();
-    std::vector<std::string> args{owner, std::to_string(spec->lease.ttl.count())};
-    args.insert(args.end(), spec->extra_args.begin(), spec->extra_args.end());
+    std::vector<std::string> args{owner, std::to_string(spec->lease->ttl.count())};
+    for (std::string_view a : spec->extra_args) args.emplace_back(a);
     const ReplicationAck ack =
-        spec->lease.replication_ack ? *spec->lease.replication_ack : core->options().replication_ack;
+        spec->lease->replication_ack ? *spec->lease->replication_ack : core->options().replication_ack;
     auto handler = [core, spec, owner = std::move(owner), sent, ack, report = std::move(report)](Result<Reply> r) {
-                     const std::string what = spec->kind + " '" + spec->name + "' on " + core->address().display();
+                     // Only for messages: built when one is needed, not on every try.
+                     auto what = [&] {
+                       return std::string(spec->kind) + " '" + spec->name + "' on " + core->address().display();
+                     };
                      Attempt a;
                      if (!r.ok()) {
                        if (spec->release_on_unknown_outcome) {
                          // The outcome is unknown: the hold may exist. Release it by its owner
                          // token so a lock we never learned about does not sit out its TTL.
                          std::vector<std::string> cleanup{owner};
-                         cleanup.insert(cleanup.end(), spec->hold.release_extra.begin(), spec->hold.release_extra.end());
+                         for (std::string_view e : spec->hold.release_extra) cleanup.emplace_back(e);
                          core->eval_now(*spec->hold.release,
                                         encode_evalsha(*spec->hold.release, spec->hold.release_keys, cleanup),
                                         [](Result<Reply>) {});
                        }
-                       a.error = Error(r.code(), "acquiring " + what + ": " + r.error().what());
+                       a.error = Error(r.code(), "acquiring " + what() + ": " + r.error().what());
                        return report(std::move(a));
                      }
                      const Reply& rep = *r;
                      if (rep.is_error()) {
-                       a.error = Error(classify_error_reply(rep), "acquiring " + what + ": " + rep.str());
+                       a.error = Error(classify_error_reply(rep), "acquiring " + what() + ": " + rep.str());
                        return report(std::move(a));
                      }
                      if (!rep.is_array() || rep.size() < 2 || rep.size() > 4 || !rep[0].is_integer()) {
-                       a.error = Error(errc::protocol, "acquiring " + what + ": unexpected reply " + rep.to_string());
+                       a.error = Error(errc::protocol, "acquiring " + what() + ": unexpected reply " + rep.to_string());
                        return report(std::move(a));
                      }
                      const long long code = rep[0].integer();
                      if (code == 1) {
                        a.kind = Attempt::Kind::acquired;
+                       // The hold's scripts and the loss callbacks stay in the spec, shared.
+                       const LeaseEvents& ev = spec->lease->events;
                        a.lease = std::make_shared<LeaseRecord>(
                            core, spec->name, owner, FencingToken{static_cast<std::uint64_t>(rep[1].integer())},
-                           std::shared_ptr<const HoldScripts>(spec, &spec->hold), spec->lease, sent);
+                           std::shared_ptr<const HoldScripts>(spec, &spec->hold), *spec->lease, sent,
+                           ev.on_lost || ev.on_at_risk ? std::shared_ptr<const LeaseEvents>(spec->lease.ptr(), &ev)
+                                                       : nullptr);
                        if (rep.size() >= 3 && rep[2].is_integer()) a.room_left = rep[2].integer();
                        if (rep.size() == 4 && rep[3].is_integer() && rep[3].integer() >= 0) {
                          a.holder_ttl = milliseconds(rep[3].integer());
                        }
-                       if (ack.replicas > 0) return acknowledge(core, spec, ack, what, std::move(a), report);
+                       if (ack.replicas > 0) return acknowledge(core, spec, ack, what(), std::move(a), report);
                        core->active_leases_.fetch_add(1);
                        core->renewals().add(a.lease);
                      } else if (code == 0) {
@@ -92,14 +99,16 @@ AttemptFn script_attempt(std::shared_ptr<ClientCore> core, std::shared_ptr<const
                        if (rep[1].integer() >= 0) a.holder_ttl = milliseconds(rep[1].integer());
                      } else {
                        // A third element names the offending key when the script takes several.
-                       const std::string& bad_key =
-                           rep.size() == 3 && rep[2].is_string() ? rep[2].str() : spec->keys.front();
-                       a.error = Error(errc::wrong_type, what + ": key '" + bad_key + "' holds a " +
-                                                             rep[1].str() + ", not a dlock " + spec->kind);
+                       const std::string bad_key =
+                           rep.size() == 3 && rep[2].is_string() ? rep[2].str() : std::string(spec->keys.front());
+                       a.error = Error(errc::wrong_type, what() + ": key '" + bad_key + "' holds a " +
+                                                             rep[1].str() + ", not a dlock " + std::string(spec->kind));
                      }
                      report(std::move(a));
     };
-    std::string payload = encode_evalsha(*spec->acquire, spec->keys, args);
+    const std::vector<std::string_view> key_views = spec->keys.views();
+    const std::vector<std::string_view> arg_views(args.begin(), args.end());
+    std::string payload = encode_evalsha(*spec->acquire, key_views, arg_views);
     if (ack.replicas > 0) return core->eval_acknowledged(*spec->acquire, std::move(payload), std::move(handler));
     core->eval_now(*spec->acquire, std::move(payload), std::move(handler));
   };

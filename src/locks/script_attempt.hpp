@@ -14,21 +14,53 @@
 #include <functional>
 #include <memory>
 #include <string>
-#include <vector>
+#include <string_view>
 
 #include "locks/acquire_op.hpp"
 #include "renewal/lease_record.hpp"
 
 namespace dlock::detail {
 
+// LeaseOptions as a lock object keeps them: one shared instance for every lock that uses the
+// defaults (most do), instead of 136 bytes per lock (the watchdog may hold thousands). Assigned
+// from a LeaseOptions; read through * and ->.
+class SharedLeaseOptions {
+ public:
+  SharedLeaseOptions() : p_(defaults()) {}
+  // Implicit, so that `spec->lease = options;` reads as it did with a plain LeaseOptions.
+  SharedLeaseOptions(LeaseOptions o)
+      : p_(is_default(o) ? defaults() : std::make_shared<const LeaseOptions>(std::move(o))) {}
+  const LeaseOptions& operator*() const noexcept { return *p_; }
+  const LeaseOptions* operator->() const noexcept { return p_.get(); }
+  const std::shared_ptr<const LeaseOptions>& ptr() const noexcept { return p_; }
+
+ private:
+  static const std::shared_ptr<const LeaseOptions>& defaults() {
+    static const auto d = std::make_shared<const LeaseOptions>();
+    return d;
+  }
+  static bool is_default(const LeaseOptions& o) {
+    static_assert(sizeof(LeaseOptions) == 136, "LeaseOptions changed: compare the new field in is_default()");
+    const LeaseOptions d;
+    return o.mode == d.mode && o.ttl == d.ttl && o.renew_interval == d.renew_interval &&
+           o.at_risk_margin == d.at_risk_margin && o.drift_allowance == d.drift_allowance &&
+           o.listen_for_revocation == d.listen_for_revocation && !o.replication_ack && !o.events.on_lost &&
+           !o.events.on_at_risk;
+  }
+
+  std::shared_ptr<const LeaseOptions> p_;
+};
+
+// One per lock object, shared (immutable) by its attempts and, through `hold` and `lease.events`,
+// by its leases: keep it small, the watchdog may hold thousands.
 struct ScriptAttemptSpec {
-  std::string name;  // the lock's name, for messages and the Lease
-  std::string kind;  // "Mutex", "ReentrantMutex"...: for the wrong-type message
+  std::string name;       // the lock's name, for messages and the Lease
+  std::string_view kind;  // "Mutex", "ReentrantMutex"... (a literal): for the wrong-type message
   const Script* acquire = nullptr;
-  std::vector<std::string> keys;
-  std::vector<std::string> extra_args;
+  StringList keys;
+  StringList extra_args;
   HoldScripts hold;  // how the hold is renewed and released
-  LeaseOptions lease;
+  SharedLeaseOptions lease;
   // The owner identity of the attempt. Empty: a fresh random token per attempt.
   std::function<std::string()> owner;
   // When the reply is lost (timeout, dropped connection) the hold may exist anyway: release it

@@ -13,6 +13,7 @@
 #include "dlock/fencing.hpp"
 #include "dlock/options.hpp"
 #include "renewal/renewal_policy.hpp"
+#include "renewal/string_list.hpp"
 #include "renewal/timer_queue.hpp"
 #include "io/command.hpp"
 #include "notify/notifier.hpp"
@@ -37,13 +38,16 @@ class HoldFanout {
 //   renew   ARGV = {owner, ttl_ms, renew_extra...};  reply 1 renewed, 0 no longer held
 //   release ARGV = {owner, release_extra...};        reply 1 released, 2 already released by
 //                                                    this owner (a retry), 0 not held
+//
+// One HoldScripts is shared (immutable) by a lock object and every lease it hands out; its lists
+// are StringLists, one allocation each, because thousands of them may be held at once.
 struct HoldScripts {
   const Script* renew = nullptr;
-  std::vector<std::string> renew_keys;
-  std::vector<std::string> renew_extra;
+  StringList renew_keys;
+  StringList renew_extra;
   const Script* release = nullptr;
-  std::vector<std::string> release_keys;
-  std::vector<std::string> release_extra;
+  StringList release_keys;
+  StringList release_extra;
   // Where a forced unlock is announced ("revoked"), for LeaseOptions::listen_for_revocation.
   std::string channel;
   // Set when the hold spans several servers: the scripts then run through it instead of on the
@@ -57,19 +61,23 @@ class LeaseRecord final : public Notifier::Listener {
   using time_point = BootClock::time_point;
 
   // `scripts_` is shared, not copied: every lease of a lock object uses the same immutable
-  // HoldScripts, which keeps a held lease small (the watchdog may keep thousands).
+  // HoldScripts, which keeps a held lease small (the watchdog may keep thousands). So are the
+  // events: `events_` when the caller already keeps them alive (ScriptAttemptSpec::lease), else
+  // a copy is made only when there is a callback to keep.
   LeaseRecord(std::shared_ptr<ClientCore> core_, std::string name_, std::string owner_, FencingToken token_,
-              std::shared_ptr<const HoldScripts> scripts_, const LeaseOptions& options, time_point sent_at)
+              std::shared_ptr<const HoldScripts> scripts_, const LeaseOptions& options, time_point sent_at,
+              std::shared_ptr<const LeaseEvents> events_ = nullptr)
       : scripts_owner_(std::move(scripts_)),
+        events_owner_(events_ ? std::move(events_) : share_events(options.events)),
         core(std::move(core_)),
         name(std::move(name_)),
         owner(std::move(owner_)),
         token(token_),
         scripts(*scripts_owner_),
-        events(options.events),
-        listen_for_revocation(options.listen_for_revocation && !scripts.channel.empty()),
+        events(events_owner_ ? *events_owner_ : no_events()),
         policy(LeaseTiming::from(options), options.mode),
-        valid_until_ns_(policy.timing().validity_from(sent_at).time_since_epoch().count()) {
+        valid_until_ns_(policy.timing().validity_from(sent_at).time_since_epoch().count()),
+        listen_for_revocation(options.listen_for_revocation && !scripts.channel.empty()) {
     renewal.valid_until = valid_until();
   }
   LeaseRecord(std::shared_ptr<ClientCore> core_, std::string name_, std::string owner_, FencingToken token_,
@@ -78,7 +86,17 @@ class LeaseRecord final : public Notifier::Listener {
                     std::make_shared<const HoldScripts>(std::move(scripts_)), options, sent_at) {}
 
  private:
+  static std::shared_ptr<const LeaseEvents> share_events(const LeaseEvents& e) {
+    if (!e.on_lost && !e.on_at_risk) return nullptr;
+    return std::make_shared<const LeaseEvents>(e);
+  }
+  static const LeaseEvents& no_events() noexcept {
+    static const LeaseEvents none;
+    return none;
+  }
+
   std::shared_ptr<const HoldScripts> scripts_owner_;
+  std::shared_ptr<const LeaseEvents> events_owner_;  // null when there are no callbacks
 
  public:
   const std::shared_ptr<ClientCore> core;
@@ -86,8 +104,7 @@ class LeaseRecord final : public Notifier::Listener {
   const std::string owner;
   const FencingToken token;
   const HoldScripts& scripts;
-  const LeaseEvents events;
-  const bool listen_for_revocation;
+  const LeaseEvents& events;
   // A take of a shared hold (ReentrantMutex): the record the watchdog renews for the whole
   // hold. Lease::remaining() and extend() act on it, and the take does not count in
   // Client::active_leases() (the hold does). Set before the Lease is handed out, then constant.
@@ -100,12 +117,12 @@ class LeaseRecord final : public Notifier::Listener {
   // ARGV of the renew and release scripts, by the conventions above.
   std::vector<std::string> renew_args(milliseconds ttl) const {
     std::vector<std::string> args{owner, std::to_string(ttl.count())};
-    args.insert(args.end(), scripts.renew_extra.begin(), scripts.renew_extra.end());
+    for (std::string_view a : scripts.renew_extra) args.emplace_back(a);
     return args;
   }
   std::vector<std::string> release_args() const {
     std::vector<std::string> args{owner};
-    args.insert(args.end(), scripts.release_extra.begin(), scripts.release_extra.end());
+    for (std::string_view a : scripts.release_extra) args.emplace_back(a);
     return args;
   }
 
@@ -138,9 +155,7 @@ class LeaseRecord final : public Notifier::Listener {
   // --- loop thread only (RenewalScheduler) ---
   RenewalPolicy policy;
   RenewalState renewal;  // mirrored into valid_until() for other threads
-  bool scheduled = false;
   TimerQueue<time_point, std::shared_ptr<LeaseRecord>>::Handle slot{};
-  bool listening = false;  // subscribed to scripts.channel
   // Loop thread: a revocation was announced; set by on_notification, acted on by the scheduler.
   std::function<void()> on_revoked;
 
@@ -156,6 +171,13 @@ class LeaseRecord final : public Notifier::Listener {
   std::atomic<State> state_{State::held};
   std::atomic<int> reason_{0};
   std::atomic<BootClock::rep> valid_until_ns_;
+
+ public:
+  // The flags sit together at the end so they share one word of padding.
+  const bool listen_for_revocation;
+  // --- loop thread only (RenewalScheduler) ---
+  bool scheduled = false;
+  bool listening = false;  // subscribed to scripts.channel
 };
 
 }  // namespace dlock::detail

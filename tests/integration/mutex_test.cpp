@@ -266,6 +266,55 @@ TEST_F(MutexTest, WatchdogKeepsLockPastItsTtl) {
   EXPECT_EQ(probe.calls.load(), 0);
 }
 
+// The leases of one Mutex share its scripts, keys and loss callbacks (one immutable spec, to keep
+// a held lock small): each lease must still renew and release its own hold of the right key,
+// with its own owner token, and a loss must reach exactly the lease that lost.
+TEST_F(MutexTest, LeasesOfOneMutexShareItsScriptsButKeepTheirOwnHolds) {
+  LossProbe probe_a, probe_b;
+  auto opts_a = watchdog(300ms), opts_b = watchdog(300ms);
+  probe_a.attach(opts_a);
+  probe_b.attach(opts_b);
+  dlock::Mutex a(*client, "shared-a", opts_a);
+  dlock::Mutex b(*client, "shared-b", opts_b);
+
+  auto first = a.acquire(no_wait());
+  ASSERT_TRUE(first.ok()) << first.error().what();
+  ASSERT_TRUE(first->release().ok());
+  auto second = a.acquire(no_wait());  // a second lease from the same spec
+  ASSERT_TRUE(second.ok()) << second.error().what();
+  auto other = b.acquire(no_wait());
+  ASSERT_TRUE(other.ok()) << other.error().what();
+  EXPECT_NE(first->owner(), second->owner());
+  EXPECT_EQ(second->name(), "shared-a");
+  EXPECT_EQ(other->name(), "shared-b");
+
+  // Past three TTLs: both keys are kept alive, each by its own lease's renewals.
+  const auto t0 = SteadyClock::now();
+  while (SteadyClock::now() - t0 < 1000ms) {
+    EXPECT_EQ(get(a.key()), second->owner());
+    EXPECT_EQ(get(b.key()), other->owner());
+    EXPECT_GT(raw->cmd_int({"PTTL", a.key()}), 0);
+    EXPECT_GT(raw->cmd_int({"PTTL", b.key()}), 0);
+    std::this_thread::sleep_for(50ms);
+  }
+  // The released first lease does not touch the second's hold.
+  EXPECT_TRUE(first->release().ok());
+  EXPECT_EQ(get(a.key()), second->owner());
+
+  // A loss of b's key reaches b's lease only, once.
+  raw->cmd({"DEL", b.key()});
+  EXPECT_TRUE(eventually([&] { return other->lost(); }, 2s));
+  EXPECT_EQ(probe_b.calls.load(), 1);
+  EXPECT_EQ(probe_a.calls.load(), 0);
+  EXPECT_TRUE(second->held());
+
+  EXPECT_TRUE(second->release().ok());
+  EXPECT_EQ(exists(a.key()), 0);
+  std::this_thread::sleep_for(250ms);  // no renewal re-creates it
+  EXPECT_EQ(exists(a.key()), 0);
+  EXPECT_EQ(probe_a.calls.load(), 0);
+}
+
 // 5a. The key is deleted behind the holder's back: on_lost(taken) within about a renew interval.
 TEST_F(MutexTest, LossReportedWhenKeyDeleted) {
   LossProbe probe;
