@@ -15,9 +15,12 @@
 // thread that locked must be the one that unlocks; code that moves between threads (coroutines,
 // thread pools) uses acquire() and the Lease it returns.
 //
-// Not guaranteed: fairness (Mutex waiters of one process queue in order, but processes race;
-// use FairLock for global FIFO), and exclusion across a Redis failover or a holder paused past
-// its lease (use the fencing token).
+// Not guaranteed: fairness. Mutex waiters of one process queue in order; across processes they
+// only take turns: a process whose release woke waiters elsewhere holds its own next try back
+// for about two round trips (at most 2 ms), so one of them can take the lock first. That is a
+// hint, not a queue: a slow waiter can still be passed over. Use FairLock for a global FIFO.
+// Nor exclusion across a Redis failover or a holder paused past its lease (use the fencing
+// token).
 #pragma once
 
 #include <atomic>
