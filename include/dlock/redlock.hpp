@@ -38,9 +38,13 @@
 // majority is left; on_lost(expired) when no majority could be renewed before the validity
 // ran out. extend() and release() likewise act on every node and need a majority.
 //
-// Waiting: waiters subscribe to the lock's channel on every node, so a release published by
-// any node wakes them; each sleep is bounded by the holders' remaining TTL (the smallest PTTL
-// seen) and by WaitOptions::recheck_interval, never a polling loop.
+// Waiting: the waiters of one lock in one process (Redlock objects over the same first Client
+// with the same name) form a FIFO; only its head tries, the others block until their turn. The
+// queue subscribes to the lock's channel on every node while anyone waits. A release wakes the
+// head once a majority of nodes announced it (a try before that would find the lock still held
+// elsewhere); any other message ("revoked", a foreign client's) at once. Each sleep is bounded
+// by the holders' remaining TTL (the smallest PTTL seen) and by WaitOptions::recheck_interval,
+// never a polling loop. Not guaranteed: order across processes, which race for the lock.
 //
 // Fencing: each node's acquire sets its counter to max(counter, hint) + 1, where the hint is
 // the highest token this Redlock object has seen. The client takes the MAXIMUM over the nodes

@@ -6,6 +6,7 @@
 
 #include "client_core.hpp"
 #include "locks/redlock_attempt.hpp"
+#include "locks/redlock_turns.hpp"
 #include "locks/redlock_wait.hpp"
 #include "locks/thread_holds.hpp"
 #include "util/names.hpp"
@@ -95,12 +96,35 @@ Result<Lease> Redlock::acquire(WaitOptions wait, std::stop_token stop) {
   auto bounded = [&](Steady::time_point t) { return deadline ? std::min(t, *deadline) : t; };
   const milliseconds recheck = wait.recheck_interval.count() > 0 ? wait.recheck_interval : WaitOptions{}.recheck_interval;
 
-  // The first try goes out before subscribing (a free lock costs one round trip); once it finds
-  // the lock busy, the wait subscribes on every node and tries again, so a release between the
-  // two tries cannot be missed.
-  std::optional<RedlockWakeups> wakeups;
+  if (single) {
+    RedlockTry t = try_blocking(spec_);
+    if (t.kind == RedlockTry::Kind::acquired) return Lease(std::move(t.lease));
+    if (t.kind == RedlockTry::Kind::failed) return t.error;
+    return Error(errc::busy, what + " is held by another owner");
+  }
+
+  // Waiters of this lock in this process take turns (redlock_turns.hpp): only the head tries.
+  RedlockTurns::Place place(RedlockTurns::of(spec_->nodes.cores.front().get(), key_));
+  if (!place.await_head(deadline, stop)) {
+    if (stop.stop_requested()) return Error(errc::cancelled, "waiting for " + what + " was cancelled");
+    return Error(errc::timeout, "timed out waiting for " + what);
+  }
+  // The head's first try goes out before subscribing (a free lock costs one round trip); once it
+  // finds the lock busy, the queue subscribes on every node and the head tries again, so a
+  // release between the two tries cannot be missed. A head whose predecessor here just took the
+  // lock waits for its release instead of trying (a try now could only fail).
+  bool after_holder = place.after_holder();
   while (true) {
     if (stop.stop_requested()) return Error(errc::cancelled, "waiting for " + what + " was cancelled");
+    RedlockWakeups* wakeups = place.wakeups();
+    if (after_holder && wakeups) {
+      after_holder = false;
+      const auto now = Steady::now();
+      wakeups->sleep(place.handover_generation(),
+                     bounded(now + std::chrono::duration_cast<Steady::duration>(recheck * jitter(0.8, 1.2))), stop);
+      continue;
+    }
+    after_holder = false;
     const std::uint64_t seen = wakeups ? wakeups->generation() : 0;
     RedlockTry t = try_blocking(spec_);
     if (t.kind == RedlockTry::Kind::acquired) {
@@ -109,15 +133,14 @@ Result<Lease> Redlock::acquire(WaitOptions wait, std::stop_token stop) {
         (void)lease.release();  // the caller gave up while this try was in flight
         return Error(errc::cancelled, "waiting for " + what + " was cancelled");
       }
+      place.took_it();
       return lease;
     }
     if (t.kind == RedlockTry::Kind::failed) return t.error;
-    if (single) return Error(errc::busy, what + " is held by another owner");
     const auto now = Steady::now();
     if (deadline && now >= *deadline) return Error(errc::timeout, "timed out waiting for " + what);
     if (!wakeups) {
-      wakeups.emplace(spec_->nodes, key_ + ":ch");
-      wakeups->await_subscribed(bounded(now + subscribe_bound), stop);
+      place.subscribe(spec_->nodes, key_ + ":ch").await_subscribed(bounded(now + subscribe_bound), stop);
       continue;
     }
     if (t.split) {

@@ -1,6 +1,8 @@
-// What a Redlock waiter sleeps on: the lock's channel on EVERY node, so a release published by
-// any of them wakes it. Subscribed for the duration of one wait; the caller's thread blocks on
-// a condition variable, bounded by its deadline, the holders' TTL and the recheck interval.
+// What a Redlock waiter sleeps on: the lock's channel on EVERY node. A release wakes it once a
+// majority of nodes announced it (redlock_wait.cpp says why), any other message at once. Held by
+// the process-local queue of the lock's waiters (redlock_turns.hpp) while anyone waits; the head
+// waiter's thread blocks on a condition variable, bounded by its deadline, the holders' TTL and
+// the recheck interval.
 #pragma once
 
 #include <chrono>

@@ -13,7 +13,8 @@ local cur = redis.pcall('GET', KEYS[1])
 if cur == ARGV[1] then
   redis.call('DEL', KEYS[1])
   redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[3])
-  redis.pcall('PUBLISH', ARGV[2], 'released')
+  -- The token names this release: a waiter subscribed on every node counts the copies once.
+  redis.pcall('PUBLISH', ARGV[2], 'released ' .. ARGV[1])
   return 1
 end
 local marker = redis.pcall('GET', KEYS[2])

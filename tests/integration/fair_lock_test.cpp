@@ -39,6 +39,7 @@ namespace {
 
 using dlock::test::LossProbe;
 using dlock::test::key_of;
+using dlock::test::script_calls;
 using dlock::test::no_wait;
 using dlock::test::watchdog;
 
@@ -72,17 +73,6 @@ dlock::FairLockOptions waiter_ttl(milliseconds ttl) {
   dlock::FairLockOptions o;
   o.waiter_ttl = ttl;
   return o;
-}
-
-// Calls of EVALSHA and EVAL the server has executed so far (INFO commandstats).
-long long script_calls(RawConnection& raw) {
-  const std::string info = raw.cmd({"INFO", "commandstats"});
-  long long total = 0;
-  for (const char* name : {"cmdstat_evalsha:calls=", "cmdstat_eval:calls="}) {
-    const auto pos = info.find(name);
-    if (pos != std::string::npos) total += std::stoll(info.substr(pos + std::string(name).size()));
-  }
-  return total;
 }
 
 long long subscribers(RawConnection& raw, const std::string& channel) {

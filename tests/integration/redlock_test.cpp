@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <system_error>
@@ -317,6 +318,61 @@ TEST_F(RedlockTest, WaiterWokenByReleaseOnAnyNode) {
   t.join();
   EXPECT_TRUE(got.load());
   EXPECT_LT(std::chrono::duration_cast<milliseconds>(got_at - released_at), scaled(1000ms));
+}
+
+// Waiters of one Redlock in one process take turns (redlock_turns.hpp): one subscription per node
+// for all of them, served in the order they came, one try per release rather than one per waiter
+// per node's notification. Recheck intervals are long, so only notifications move the queue.
+TEST_F(RedlockTest, WaitersOfOneProcessTakeTurns) {
+  Clients c = group.clients(options());
+  dlock::Redlock holder(pointers(c), "turns", watchdog(30s));
+  dlock::Result<dlock::Lease> held = holder.acquire(no_wait());
+  ASSERT_TRUE(held.ok()) << held.error().what();
+  constexpr int waiters = 5;
+  std::vector<std::unique_ptr<dlock::Redlock>> locks;
+  for (int i = 0; i < waiters; ++i) locks.push_back(std::make_unique<dlock::Redlock>(pointers(c), "turns", watchdog(30s)));
+  std::mutex mu;
+  std::vector<int> order;
+  std::vector<std::thread> threads;
+  const std::string channel = key_of("turns") + ":ch";
+  for (int i = 0; i < waiters; ++i) {
+    threads.emplace_back([&, i] {
+      dlock::WaitOptions w;
+      w.timeout = 20000ms;
+      w.recheck_interval = 30000ms;
+      dlock::Result<dlock::Lease> r = locks[i]->acquire(w);
+      {
+        std::lock_guard lock(mu);
+        order.push_back(r.ok() ? i : -1);
+      }
+      if (r.ok()) {
+        std::this_thread::sleep_for(5ms);
+        EXPECT_TRUE(r->release().ok());
+      }
+    });
+    if (i == 0) {
+      ASSERT_TRUE(eventually([&] { return dlock::test::channel_subscribers(group.raw(0), channel) == 1; }, 5000ms));
+    }
+    std::this_thread::sleep_for(50ms);  // this waiter has joined the queue before the next one
+  }
+  for (std::size_t n = 0; n < N; ++n) {
+    EXPECT_EQ(dlock::test::channel_subscribers(group.raw(n), channel), 1) << "node " << n;
+  }
+  const long long before = dlock::test::script_calls(group.raw(1));
+  const auto released_at = SteadyClock::now();
+  ASSERT_TRUE(held->release().ok());
+  for (auto& t : threads) t.join();
+  EXPECT_LT(ms_since(released_at), scaled(10000ms)) << "the queue moved on a recheck, not on notifications";
+  EXPECT_EQ(order, (std::vector<int>{0, 1, 2, 3, 4}));
+  // Per waiter on this node: its acquire, its fencing write-back, its release; plus the
+  // holder's release, and a little room for a wake-up by a late copy of an old release on a
+  // loaded machine. A herd (every waiter trying on each release) makes more than twice as many.
+  const long long calls = dlock::test::script_calls(group.raw(1)) - before;
+  EXPECT_LE(calls, 1 + 3 * waiters + 3) << calls << " script calls for " << waiters << " handoffs";
+  for (std::size_t n = 0; n < N; ++n) {
+    EXPECT_TRUE(eventually([&] { return dlock::test::channel_subscribers(group.raw(n), channel) == 0; }, 5000ms))
+        << "node " << n << " still has a subscriber after the queue emptied";
+  }
 }
 
 // The operating rule: a node that restarts empty stays out for the maximum lease. Meanwhile the

@@ -33,6 +33,7 @@ namespace {
 
 using dlock::test::LossProbe;
 using dlock::test::key_of;
+using dlock::test::script_calls;
 using dlock::test::no_wait;
 
 using namespace std::chrono_literals;
@@ -63,17 +64,6 @@ ReentrantMutex::Options with_owner(std::string owner) {
 template <class Fn>
 auto on_other_thread(Fn fn) {
   return std::async(std::launch::async, std::move(fn)).get();
-}
-
-// Calls of EVALSHA and EVAL since the last CONFIG RESETSTAT.
-long long script_calls(RawConnection& raw) {
-  const std::string info = raw.cmd({"INFO", "commandstats"});
-  long long total = 0;
-  for (const char* cmd : {"cmdstat_evalsha:calls=", "cmdstat_eval:calls="}) {
-    const auto at = info.find(cmd);
-    if (at != std::string::npos) total += std::stoll(info.substr(at + std::string(cmd).size()));
-  }
-  return total;
 }
 
 class ReentrantMutexTest : public dlock::test::ServerFixture {

@@ -7,11 +7,29 @@
 #include <string>
 
 #include "dlock/options.hpp"
+#include "support/raw_connection.hpp"
 
 namespace dlock::test {
 
 // The key of lock `name` under the default prefix.
 inline std::string key_of(const std::string& name) { return "dlock:{" + name + "}"; }
+
+// Calls of EVALSHA and EVAL the server has executed so far (INFO commandstats).
+inline long long script_calls(RawConnection& raw) {
+  const std::string info = raw.cmd({"INFO", "commandstats"});
+  long long total = 0;
+  for (const std::string name : {"cmdstat_evalsha:calls=", "cmdstat_eval:calls="}) {
+    const auto pos = info.find(name);
+    if (pos != std::string::npos) total += std::stoll(info.substr(pos + name.size()));
+  }
+  return total;
+}
+
+// Subscribers of `channel` as the server counts them (PUBSUB NUMSUB); -1 on a malformed reply.
+inline long long channel_subscribers(RawConnection& raw, const std::string& channel) {
+  auto r = raw.cmd_array({"PUBSUB", "NUMSUB", channel});
+  return r.size() == 2 ? std::stoll(r[1]) : -1;
+}
 
 // A watchdog lease with the given TTL (renewed every ttl/3).
 inline dlock::LeaseOptions watchdog(std::chrono::milliseconds ttl) {
