@@ -57,6 +57,16 @@ bool RedlockTurns::Place::await_head(std::optional<Steady::time_point> until, co
   return true;
 }
 
+RedlockTurns::Steady::duration RedlockTurns::Place::last_try_round_trip() const {
+  std::lock_guard lock(turns_->mu_);
+  return turns_->last_try_;
+}
+
+void RedlockTurns::Place::note_try_round_trip(Steady::duration d) {
+  std::lock_guard lock(turns_->mu_);
+  turns_->last_try_ = d;
+}
+
 RedlockWakeups* RedlockTurns::Place::wakeups() const {
   std::lock_guard lock(turns_->mu_);
   return turns_->wakeups_.get();

@@ -48,6 +48,9 @@ class RedlockTurns {
     // and the wake-up generation when it left: a release since then has moved past it.
     bool after_holder() const noexcept { return after_holder_; }
     std::uint64_t handover_generation() const noexcept { return handover_generation_; }
+    // How long the heads' tries take (the last one measured), for the hold-back in redlock.cpp.
+    Steady::duration last_try_round_trip() const;
+    void note_try_round_trip(Steady::duration d);
     // Marks that this waiter leaves holding the lock.
     void took_it() noexcept { took_it_ = true; }
     // The queue's subscriptions on every node; created by the head at its first wait. Head only.
@@ -69,6 +72,7 @@ class RedlockTurns {
   std::uint64_t next_ticket_ = 0;
   bool last_head_took_it_ = false;
   std::uint64_t handover_generation_ = 0;  // wakeups_'s generation when that head left
+  Steady::duration last_try_{0};
   std::unique_ptr<RedlockWakeups> wakeups_;  // while the queue is not empty
 };
 
