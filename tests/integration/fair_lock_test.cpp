@@ -39,6 +39,7 @@ namespace {
 
 using dlock::test::LossProbe;
 using dlock::test::key_of;
+using dlock::test::channel_subscribers;
 using dlock::test::script_calls;
 using dlock::test::no_wait;
 using dlock::test::watchdog;
@@ -73,11 +74,6 @@ dlock::FairLockOptions waiter_ttl(milliseconds ttl) {
   dlock::FairLockOptions o;
   o.waiter_ttl = ttl;
   return o;
-}
-
-long long subscribers(RawConnection& raw, const std::string& channel) {
-  auto r = raw.cmd_array({"PUBSUB", "NUMSUB", channel});
-  return r.size() == 2 ? std::stoll(r[1]) : -1;
 }
 
 // The server's clock in ms (TIME), as the scripts read it.
@@ -339,7 +335,7 @@ TEST_F(FairLockTest, CancelledWaiterLeavesTheQueue) {
     ASSERT_TRUE(queue_reaches(name, 1));
     const std::string id = raw->cmd({"LINDEX", queue_of(name), "0"});
     channel = channel_of(name, id);
-    EXPECT_EQ(subscribers(*raw, channel), 1);
+    EXPECT_EQ(channel_subscribers(*raw, channel), 1);
     EXPECT_EQ(raw->cmd({"HGET", grant_of(name), id}), "30000") << "the lease a release would hand over";
 
     const auto t0 = SteadyClock::now();
@@ -352,9 +348,9 @@ TEST_F(FairLockTest, CancelledWaiterLeavesTheQueue) {
     EXPECT_EQ(raw->cmd_int({"ZCARD", timeouts_of(name)}), 0);
     EXPECT_EQ(exists(grant_of(name)), 0);
     std::this_thread::sleep_for(100ms);
-    EXPECT_EQ(subscribers(*raw, channel), 1) << "the FairLock object keeps its channel for its next waits";
+    EXPECT_EQ(channel_subscribers(*raw, channel), 1) << "the FairLock object keeps its channel for its next waits";
   }
-  EXPECT_TRUE(eventually([&] { return subscribers(*raw, channel) == 0; }, 2000ms))
+  EXPECT_TRUE(eventually([&] { return channel_subscribers(*raw, channel) == 0; }, 2000ms))
       << "the channel outlived its FairLock object";
   ASSERT_TRUE(held->release().ok());
   std::this_thread::sleep_for(300ms);
@@ -434,7 +430,7 @@ TEST_F(FairLockTest, ReleaseHandsTheLockToTheHeadOnly) {
   // One channel for this process: each Client subscribed it once.
   const auto ids = raw->cmd_array({"LRANGE", queue_of(name), "0", "-1"});
   ASSERT_EQ(ids.size(), static_cast<size_t>(kWaiters));
-  EXPECT_EQ(subscribers(*raw, channel_of(name, ids[0])), kWaiters);
+  EXPECT_EQ(channel_subscribers(*raw, channel_of(name, ids[0])), kWaiters);
   EXPECT_EQ(raw->cmd_int({"HLEN", grant_of(name)}), kWaiters);
   std::this_thread::sleep_for(100ms);
 

@@ -47,8 +47,7 @@ long long to_count(const std::string& s) { return s == "(nil)" ? 0 : std::stoll(
 
 // Number of subscribers to a lock's release channel, as the server sees it.
 long long subscribers(RawConnection& raw, const std::string& name) {
-  auto r = raw.cmd_array({"PUBSUB", "NUMSUB", key_of(name) + ":ch"});
-  return r.size() == 2 ? std::stoll(r[1]) : -1;
+  return dlock::test::channel_subscribers(raw, key_of(name) + ":ch");
 }
 
 dlock::LeaseOptions fixed_ttl(milliseconds ttl) {
