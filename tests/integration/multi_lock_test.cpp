@@ -534,4 +534,30 @@ TEST_F(MultiLockTest, UncontendedPairRunsNoTypeCheck) {
   EXPECT_EQ(exists(key_of("calls-a")), 0) << "a failed attempt must write nothing";
 }
 
+// A release reports how many subscribers its notifications reached (2 + n, n the most on one
+// channel). The Client's form names its wait queue for the set first (odd #KEYS): the releasing
+// Client keys its hold-back by that first key; the ordered path's pairs-only form is the same.
+TEST_F(MultiLockTest, ReleaseReportsTheSubscribersItNotified) {
+  dlock::MultiLock m(*client, {"n-a", "n-b"});
+  RawConnection listener(*server);
+  ASSERT_EQ(listener.cmd_array({"SUBSCRIBE", key_of("n-b") + ":ch"}).size(), 3u);
+  const auto& s = dlock::detail::scripts::multi_release;
+  const std::string a = key_of("n-a"), b = key_of("n-b");
+  auto lease = m.acquire(no_wait());
+  ASSERT_TRUE(lease.ok());
+  EXPECT_EQ(raw->cmd_int({"EVAL", s.source, "5", "dlock:multi:{n-a}{n-b}", a, a + ":rel", b, b + ":rel",
+                          lease->owner(), "30000", a + ":ch", b + ":ch"}),
+            3);
+  EXPECT_EQ(exists(a) + exists(b), 0);
+  auto again = m.acquire(no_wait());
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(raw->cmd_int({"EVAL", s.source, "4", a, a + ":rel", b, b + ":rel", again->owner(), "30000", a + ":ch",
+                          b + ":ch"}),
+            3);
+  EXPECT_EQ(raw->cmd_int({"EVAL", s.source, "4", a, a + ":rel", b, b + ":rel", again->owner(), "30000", a + ":ch",
+                          b + ":ch"}),
+            2)
+      << "a retried release";
+}
+
 }  // namespace

@@ -736,3 +736,24 @@ TEST_F(ReentrantMutexTest, ReleaseOfAHoldNotOursLeavesNoLatch) {
   EXPECT_EQ(hget(m.key(), a->owner()), "1");
   EXPECT_TRUE(a->release().ok());
 }
+
+// The last release reports how many subscribers its notification reached (2 + n), which the
+// releasing Client holds its next try on P{N} (KEYS[1], its wait queue's key) back for; a
+// release that leaves the hold in place notifies nobody and answers 1.
+TEST_F(ReentrantMutexTest, LastReleaseReportsTheSubscribersItNotified) {
+  ReentrantMutex m(*client, "notified");
+  auto a = m.acquire(no_wait());
+  auto b = m.acquire(no_wait());
+  ASSERT_TRUE(a.ok() && b.ok());
+  RawConnection listener(*server);
+  ASSERT_EQ(listener.cmd_array({"SUBSCRIBE", m.key() + ":ch"}).size(), 3u);
+  const std::string token = std::to_string(a->token().value);
+  const auto& script = dlock::detail::scripts::reentrant_release;
+  auto release = [&](const std::string& take) {
+    return raw->cmd({"EVAL", script.source, "2", m.key(), m.key() + ":rel:" + take, a->owner(), m.key() + ":ch",
+                     "released", token, "30000"});
+  };
+  EXPECT_EQ(release("first"), "1");
+  EXPECT_EQ(release("second"), "3") << "one subscriber: 2 + 1";
+  EXPECT_EQ(exists(m.key()), 0);
+}

@@ -23,12 +23,17 @@
 
 #include "dlock/dlock.hpp"
 #include "dlock/semaphore.hpp"
+#include "scripts/script.hpp"
 #include "support/lock_helpers.hpp"
 #include "support/process.hpp"
 #include "support/raw_connection.hpp"
 #include "support/redis_server.hpp"
 #include "support/server_fixture.hpp"
 #include "support/wait.hpp"
+
+namespace dlock::detail::scripts {
+extern const Script sem_release;
+}  // namespace dlock::detail::scripts
 
 namespace {
 
@@ -724,6 +729,22 @@ TEST_F(SemaphoreTest, ReleasingProcessLetsAWaiterElsewhereGoFirst) {
   const int won = rounds_the_other_client_went_first(
       *raw, key_of("courtesy") + ":ch", [&] { return mine.acquire(1, wait); }, [&] { return theirs.acquire(1, wait); });
   EXPECT_GE(won, 8) << "the other Client's waiter went first in only " << won << " of 10 rounds";
+}
+
+// A release reports how many subscribers its notification reached (2 + n); the releasing Client
+// holds its next try back on P{N}:permits, KEYS[1], its wait queue's key.
+TEST_F(SemaphoreTest, ReleaseReportsTheSubscribersItNotified) {
+  dlock::Semaphore sem(*client, "notified", 2);
+  const std::string key = key_of("notified");
+  dlock::test::RawConnection listener(*server);
+  ASSERT_EQ(listener.cmd_array({"SUBSCRIBE", key + ":ch"}).size(), 3u);
+  auto lease = sem.acquire(1, no_wait());
+  ASSERT_TRUE(lease.ok());
+  const auto& script = dlock::detail::scripts::sem_release;
+  EXPECT_EQ(raw->cmd({"EVAL", script.source, "2", key + ":permits", key + ":released", lease->owner(), key + ":ch",
+                      "30000", "1"}),
+            "3");
+  EXPECT_EQ(raw->cmd_int({"ZCARD", key + ":permits"}), 0);
 }
 
 }  // namespace

@@ -22,12 +22,17 @@
 
 #include "dlock/dlock.hpp"
 #include "dlock/shared_mutex.hpp"
+#include "scripts/script.hpp"
 #include "support/lock_helpers.hpp"
 #include "support/process.hpp"
 #include "support/raw_connection.hpp"
 #include "support/redis_server.hpp"
 #include "support/server_fixture.hpp"
 #include "support/wait.hpp"
+
+namespace dlock::detail::scripts {
+extern const Script rw_release;
+}  // namespace dlock::detail::scripts
 
 namespace {
 
@@ -811,6 +816,29 @@ TEST_F(SharedMutexTest, UncontendedPairsRunOneTypeCheck) {
   ASSERT_TRUE(r->release().ok());
   EXPECT_EQ(command_calls(*raw, "type"), 1) << "reader";
   EXPECT_EQ(raw->cmd_int({"EXISTS", key_of("calls")}), 0);
+}
+
+// A release that publishes reports how many subscribers it reached (2 + n); the releasing
+// Client holds its next writer try back on P{N}, KEYS[1], now its writers' queue key.
+TEST_F(SharedMutexTest, ReleaseReportsTheSubscribersItNotified) {
+  dlock::SharedMutex m(*client, "notified");
+  const std::string key = key_of("notified");
+  RawConnection listener(*server);
+  ASSERT_EQ(listener.cmd_array({"SUBSCRIBE", key + ":ch"}).size(), 3u);
+  const auto& script = dlock::detail::scripts::rw_release;
+  auto release = [&](const std::string& owner) {
+    return raw->cmd({"EVAL", script.source, "4", key, key + ":readers", key + ":released", key + ":wintent", owner,
+                     key + ":ch", "30000"});
+  };
+  auto w = m.acquire(no_wait());
+  ASSERT_TRUE(w.ok());
+  EXPECT_EQ(release(w->owner()), "3") << "a writer's release, one subscriber: 2 + 1";
+  auto r1 = m.acquire_shared(no_wait());
+  auto r2 = m.acquire_shared(no_wait());
+  ASSERT_TRUE(r1.ok() && r2.ok());
+  EXPECT_EQ(release(r1->owner()), "1") << "a reader that is not the last notifies nobody";
+  EXPECT_EQ(release(r2->owner()), "3") << "the last reader's release, one subscriber: 2 + 1";
+  EXPECT_EQ(raw->cmd_int({"EXISTS", key}), 0);
 }
 
 }  // namespace
