@@ -25,8 +25,10 @@
 //
 // The names are sorted and deduplicated; names() gives that order. Waiters of one process on
 // one MultiLock (same set of names) queue in order; a waiter is woken by the release of any of
-// its locks. Not guaranteed: fairness (a MultiLock can wait long while single locks of its set
-// keep changing hands), and exclusion across a Redis failover.
+// its locks. A release that woke waiters of other Clients holds the releasing Client's own next
+// try on the set back for about two round trips, so Clients take turns rather than the releasing
+// one winning every race. Not guaranteed: fairness (a MultiLock can wait long while single locks
+// of its set keep changing hands), and exclusion across a Redis failover.
 //
 // Deployment. On a standalone or Sentinel server, and on Redis Cluster when every key of the
 // set hashes to one slot, the set is taken, renewed and released by ONE atomic script each.

@@ -56,7 +56,10 @@
 // ReentrantMutex alike); every take of one hold carries the same token. Check them with the
 // ">= highest seen" rule (fencing.hpp).
 //
-// Not guaranteed: fairness (see FairLock); exclusion across a Redis failover or a holder paused
+// Not guaranteed: fairness (see FairLock). Waiters of one Client queue in order; between Clients
+// a release that woke waiters elsewhere holds the releasing Client's own next try back for about
+// two round trips, so Clients take turns instead of the releasing one winning every race (a
+// mitigation only). Not guaranteed either: exclusion across a Redis failover or a holder paused
 // past its lease (use the fencing token). A take whose reply was lost (timeout, dropped
 // connection) while the owner already held the lock may leave one count behind: the lock is then
 // freed at its TTL after the owner's last release, not at once.

@@ -43,7 +43,10 @@
 //   - Exception: a head whose k exceeds the limit (it could only be served after set_permits()
 //     raises it) leaves the queue for a separate one and waits there, so it blocks nobody.
 //   - No fairness across Clients: each Client's head races the other Clients' heads; an
-//     acquisition of k > 1 permits may wait while other Clients take single permits.
+//     acquisition of k > 1 permits may wait while other Clients take single permits. (A release
+//     that woke waiters of other Clients holds the releasing Client's own next try back for
+//     about two round trips, so with one permit Clients take turns rather than the releasing
+//     one winning every race.)
 //   - try_acquire() and acquire(k, {timeout 0}) make one try at once, without queueing, and may
 //     take a permit ahead of this Client's waiters.
 //

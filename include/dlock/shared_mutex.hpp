@@ -39,7 +39,9 @@
 //     registered. (A try without waiting, try_lock(), registers no intent.)
 //   * The price: under a continuous stream of writers, readers may wait as long as writers keep
 //     arriving. Writers among themselves are ordered as Mutex waiters are: FIFO among the threads
-//     of one process, a race between processes.
+//     of one process, a race between processes, in which a release that woke waiters of other
+//     Clients holds the releasing Client's own next writer back for about two round trips (so
+//     Clients take turns rather than the releasing one winning every race; no guarantee).
 //   * When a writer leaves, all waiting readers may enter together (every reader is woken).
 //
 // The standard members make SharedMutex a SharedTimedLockable, so std::unique_lock,

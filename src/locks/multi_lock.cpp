@@ -51,12 +51,17 @@ MultiLock::MultiLock(Client& client, std::vector<std::string> names, LeaseOption
   // Braces cannot occur in names, so "{a}{b}" identifies the set unambiguously, and never
   // collides with a Mutex's queue (P{N}).
   queue_key_ = core_->options().key_prefix + "multi:";
+  for (const auto& n : names_) queue_key_ += "{" + n + "}";
+  // The release names this Client's wait queue first (declared, never touched; its first brace
+  // is the first lock's hash tag, so it shares that lock's slot): a release that woke waiters
+  // elsewhere holds back this Client's next try on that queue (ClientCore::note_release is keyed
+  // by the first release key).
+  spec->hold.release_keys.push_back(queue_key_);
   for (const auto& n : names_) {
     const std::string key = core_->lock_key(n);
     keys_.push_back(key);
     if (!display_.empty()) display_ += ",";
     display_ += n;
-    queue_key_ += "{" + n + "}";
     spec->keys.push_back(key);
     spec->keys.push_back(key + ":fence");
     spec->hold.renew_keys.push_back(key);

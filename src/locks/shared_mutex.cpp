@@ -92,7 +92,10 @@ AcquireRequest SharedMutex::write_request(WaitOptions wait, std::string& owner, 
   // third of it, so a live writer's intent never lapses.
   spec->extra_args = {intent ? std::to_string(lease_.ttl.count()) : "0"};
   AcquireRequest req;
-  req.key = key_ + ":w";  // the queue of this process's writers (readers have their own)
+  // The queue of this process's writers (readers have their own). It is named by the lock key,
+  // the first key of rw_release: a release that woke writers elsewhere holds back this Client's
+  // next try on this queue (ClientCore::note_release is keyed by the first release key).
+  req.key = key_;
   req.channel = key_ + ":ch";
   req.what = "SharedMutex '" + name_ + "' (write) on " + core_->address().display();
   req.wait = wait;

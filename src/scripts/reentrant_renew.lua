@@ -11,7 +11,9 @@ if ARGV[4] == 'take' then
   return redis.error_reply('ERR dlock: extend() is not supported on a ReentrantMutex lease; ' ..
                            'the hold is renewed as a whole')
 end
-if redis.pcall('HEXISTS', KEYS[1], ARGV[1]) ~= 1 then return 0 end
-if ARGV[3] ~= '' and redis.call('HGET', KEYS[1], ':fence') ~= ARGV[3] then return 0 end
+-- pcall: a key of another type simply is not ours. One HMGET reads the count and the token.
+local h = redis.pcall('HMGET', KEYS[1], ARGV[1], ':fence')
+if h.err or not h[1] then return 0 end
+if ARGV[3] ~= '' and h[2] ~= ARGV[3] then return 0 end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return 1

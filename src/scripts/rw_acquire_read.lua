@@ -9,31 +9,55 @@
 --          {0, pttl}   write-held, or a writer waits (writers go first); pttl: when the
 --                      writer's hold or the last intent ends unless renewed
 --          {-1, type}  a key holds a value of another type or kind
+--
+-- Types: one TYPE on the lock key (the free lock's path then needs no other check); the other
+-- keys' types are checked only when a pcall on them fails (issue #6: Redis calls per EVALSHA
+-- cost throughput; three TYPEs ran on every call before).
+local function wrong_type(key) return {-1, redis.call('TYPE', key)['ok'] .. ' at ' .. key} end
+local function failed(r) return type(r) == 'table' and r.err end
+
 local kind = redis.call('TYPE', KEYS[1])['ok']
+local writer = false
 if kind ~= 'none' then
   if kind ~= 'hash' then return {-1, kind} end
-  if redis.call('HGET', KEYS[1], 'kind') ~= 'SharedMutex' then return {-1, 'hash of another kind'} end
-end
-for i = 2, 3 do
-  local t = redis.call('TYPE', KEYS[i])['ok']
-  if t ~= 'none' and t ~= 'zset' then return {-1, t .. ' at ' .. KEYS[i]} end
+  local h = redis.call('HMGET', KEYS[1], 'kind', 'writer')
+  if h[1] ~= 'SharedMutex' then return {-1, 'hash of another kind'} end
+  writer = h[2]
 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-if kind == 'none' then redis.call('DEL', KEYS[2]) end
-redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
-redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
+-- Without the lock key there is no hold: readers left in the zset belong to a lock that was
+-- deleted (forced unlock, data loss) and are revoked. Otherwise expired readers go.
+if failed(redis.pcall('ZREMRANGEBYSCORE', KEYS[2], '-inf', kind == 'none' and '+inf' or now)) then
+  return wrong_type(KEYS[2])
+end
+-- The latest intent: a live one keeps this reader out. Expired intents are left for the writers
+-- to remove (they do when they add theirs); the latest one tells whether any is live.
+local intent = redis.pcall('ZRANGE', KEYS[3], -1, -1, 'WITHSCORES')
+if failed(intent) then return wrong_type(KEYS[3]) end
 
-if redis.call('HEXISTS', KEYS[1], 'writer') == 1 then return {0, redis.call('PTTL', KEYS[1])} end
-local intent = redis.call('ZRANGE', KEYS[3], -1, -1, 'WITHSCORES')
-if #intent > 0 then return {0, tonumber(intent[2]) - now} end
+if writer then return {0, redis.call('PTTL', KEYS[1])} end
+if #intent > 0 and tonumber(intent[2]) > now then return {0, tonumber(intent[2]) - now} end
 
-if redis.call('EXISTS', KEYS[4]) == 0 then
-  redis.call('SET', KEYS[4], t[1] .. string.format('%06d', tonumber(t[2])))
+-- The reader carries the current writer epoch: the counter's value, seeded from the server's
+-- clock in microseconds when missing (as for Mutex) so tokens keep rising after data loss.
+local epoch = redis.call('GET', KEYS[4])
+if not epoch then
+  epoch = t[1] .. string.format('%06d', tonumber(t[2]))
+  redis.call('SET', KEYS[4], epoch)
 end
 local ttl = tonumber(ARGV[2])
 redis.call('ZADD', KEYS[2], now + ttl, ARGV[1])
-if redis.call('PTTL', KEYS[2]) < ttl then redis.call('PEXPIRE', KEYS[2], ttl) end
 redis.call('HSET', KEYS[1], 'kind', 'SharedMutex')
-if redis.call('PTTL', KEYS[1]) < ttl then redis.call('PEXPIRE', KEYS[1], ttl) end
-return {1, tonumber(redis.call('GET', KEYS[4]))}
+if kind == 'none' then
+  -- Both keys were just created (the zset emptied above), without a TTL.
+  redis.call('PEXPIRE', KEYS[2], ttl)
+  redis.call('PEXPIRE', KEYS[1], ttl)
+else
+  -- Each lives at least as long as its longest hold: GT only ever lengthens. The zset may have
+  -- just been created by ZADD (its last readers had expired): no TTL yet, which GT would treat
+  -- as infinite, hence the PTTL.
+  if redis.call('PTTL', KEYS[2]) < ttl then redis.call('PEXPIRE', KEYS[2], ttl) end
+  redis.call('PEXPIRE', KEYS[1], ttl, 'GT')
+end
+return {1, tonumber(epoch)}

@@ -11,26 +11,41 @@
 --          {0, pttl}   held (by a writer, or by live readers); pttl: when to try again at the
 --                      latest (capped to a third of the intent TTL so the intent is refreshed)
 --          {-1, type}  a key holds a value of another type or kind
+--
+-- Types: one TYPE on the lock key (the free lock's path then needs no other check); the other
+-- keys' types are checked only when a pcall on them fails (issue #6: Redis calls per EVALSHA
+-- cost throughput; three TYPEs ran on every call before).
+local function wrong_type(key) return {-1, redis.call('TYPE', key)['ok'] .. ' at ' .. key} end
+local function failed(r) return type(r) == 'table' and r.err end
+
 local kind = redis.call('TYPE', KEYS[1])['ok']
+local writer = false
 if kind ~= 'none' then
   if kind ~= 'hash' then return {-1, kind} end
-  if redis.call('HGET', KEYS[1], 'kind') ~= 'SharedMutex' then return {-1, 'hash of another kind'} end
+  local h = redis.call('HMGET', KEYS[1], 'kind', 'writer')
+  if h[1] ~= 'SharedMutex' then return {-1, 'hash of another kind'} end
+  writer = h[2]
 end
-for i = 2, 3 do
-  local t = redis.call('TYPE', KEYS[i])['ok']
-  if t ~= 'none' and t ~= 'zset' then return {-1, t .. ' at ' .. KEYS[i]} end
+local t = nil
+local now = nil
+local function clock()
+  if not now then
+    t = redis.call('TIME')
+    now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  end
+  return now
 end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 -- Without the lock key there is no hold: readers left in the zset belong to a lock that was
--- deleted (forced unlock, data loss) and are revoked.
-if kind == 'none' then redis.call('DEL', KEYS[2]) end
-redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
-redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
+-- deleted (forced unlock, data loss) and are revoked. Otherwise expired readers go.
+if failed(redis.pcall('ZREMRANGEBYSCORE', KEYS[2], '-inf', kind == 'none' and '+inf' or clock())) then
+  return wrong_type(KEYS[2])
+end
 
 local intent_ttl = tonumber(ARGV[3])
 local function wait_with(hint)
   if intent_ttl > 0 then
+    -- Expired intents (writers that died waiting) go; they would keep readers out.
+    if failed(redis.pcall('ZREMRANGEBYSCORE', KEYS[3], '-inf', clock())) then return wrong_type(KEYS[3]) end
     redis.call('ZADD', KEYS[3], now + intent_ttl, ARGV[1])
     if redis.call('PTTL', KEYS[3]) < intent_ttl then redis.call('PEXPIRE', KEYS[3], intent_ttl) end
     local cap = math.max(1, math.floor(intent_ttl / 3))
@@ -39,19 +54,24 @@ local function wait_with(hint)
   return {0, hint}
 end
 
-if redis.call('HEXISTS', KEYS[1], 'writer') == 1 then
-  return wait_with(redis.call('PTTL', KEYS[1]))
+if writer then return wait_with(redis.call('PTTL', KEYS[1])) end
+if kind ~= 'none' then
+  local last = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')
+  if #last > 0 then return wait_with(tonumber(last[2]) - now) end
 end
-local last = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')
-if #last > 0 then return wait_with(tonumber(last[2]) - now) end
 
+-- This writer's own intent, if an earlier try left one; before any write, as the type check of
+-- the intents' key.
+if failed(redis.pcall('ZREM', KEYS[3], ARGV[1])) then return wrong_type(KEYS[3]) end
 -- A missing counter is seeded from the server's clock in microseconds (as for Mutex), so tokens
--- keep rising after data loss.
-if redis.call('EXISTS', KEYS[4]) == 0 then
-  redis.call('SET', KEYS[4], t[1] .. string.format('%06d', tonumber(t[2])))
-end
+-- keep rising after data loss. INCR answers 1 only on a missing counter (a seeded one is far
+-- above), which saves an EXISTS on every acquire.
 local token = redis.call('INCR', KEYS[4])
-redis.call('ZREM', KEYS[3], ARGV[1])
+if token == 1 then
+  clock()
+  redis.call('SET', KEYS[4], t[1] .. string.format('%06d', tonumber(t[2])))
+  token = redis.call('INCR', KEYS[4])
+end
 redis.call('HSET', KEYS[1], 'kind', 'SharedMutex', 'writer', ARGV[1])
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return {1, token}

@@ -6,7 +6,10 @@
 -- ARGV[1]  owner token
 -- ARGV[2]  the lock's channel  P{N}:ch
 -- ARGV[3]  how long a release is remembered, in milliseconds
--- Reply:   1  released
+-- Reply:   1  released (no subscriber heard a notification, or none was due)
+--          2 + n  (n >= 1) released, and the notification reached n subscribers (waiting
+--             processes, the releaser's own included): the releasing Client lets a waiter
+--             elsewhere go first (ClientCore::note_release)
 --          2  already released by this same owner (a retried release whose first reply was lost)
 --          0  not held by this owner (expired, revoked, or never held)
 -- A writer's release always publishes; a reader's only when it was the last live reader
@@ -22,27 +25,34 @@ local function remember()
   redis.pcall('PEXPIRE', KEYS[3], keep)
 end
 
+-- The reply for a release that published: how many subscribers the notification reached.
+local function notified(n)
+  if type(n) == 'number' and n > 0 then return 2 + n end
+  return 1
+end
+
 if redis.pcall('HGET', KEYS[1], 'writer') == ARGV[1] then
-  redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
-  if redis.call('ZCARD', KEYS[2]) == 0 then
+  -- Live readers (a downgrade's) keep the lock key. ZCOUNT, not a cleanup and a ZCARD: expired
+  -- readers left here are removed by the next acquire, which looks at the zset anyway.
+  if redis.call('ZCOUNT', KEYS[2], '(' .. now, '+inf') == 0 then
     redis.call('DEL', KEYS[1])
   else
     redis.call('HDEL', KEYS[1], 'writer')
   end
   remember()
-  redis.pcall('PUBLISH', ARGV[2], 'released')
-  return 1
+  return notified(redis.pcall('PUBLISH', ARGV[2], 'released'))
 end
 
 local score = redis.pcall('ZSCORE', KEYS[2], ARGV[1])
 if type(score) == 'string' then
   redis.call('ZREM', KEYS[2], ARGV[1])
-  if tonumber(score) <= now or redis.pcall('HGET', KEYS[1], 'kind') ~= 'SharedMutex' then return 0 end
+  -- One HMGET: is the lock key still a SharedMutex's, and does a writer hold it (a downgrade)?
+  local h = redis.pcall('HMGET', KEYS[1], 'kind', 'writer')
+  if tonumber(score) <= now or h.err or h[1] ~= 'SharedMutex' then return 0 end
   remember()
-  redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
-  if redis.call('ZCARD', KEYS[2]) == 0 then
-    if redis.call('HEXISTS', KEYS[1], 'writer') == 0 then redis.call('DEL', KEYS[1]) end
-    redis.pcall('PUBLISH', ARGV[2], 'released')
+  if redis.call('ZCOUNT', KEYS[2], '(' .. now, '+inf') == 0 then
+    if not h[2] then redis.call('DEL', KEYS[1]) end
+    return notified(redis.pcall('PUBLISH', ARGV[2], 'released'))
   end
   return 1
 end

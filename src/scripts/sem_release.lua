@@ -5,7 +5,11 @@
 -- ARGV[2]  the semaphore's channel  P{N}:ch
 -- ARGV[3]  how long a release is remembered, in milliseconds
 -- ARGV[4]  k, the number of permits of this acquisition
--- Reply:   1  released
+-- Reply:   1  released; no subscriber heard the notification
+--          2 + n  (n >= 1) released, and the notification reached n subscribers (waiting
+--             processes, the releaser's own included): the releasing Client lets a waiter
+--             elsewhere go first (ClientCore::note_release, keyed by KEYS[1], the key of the
+--             Client's wait queue for this semaphore)
 --          2  already released by this same owner (a retried release whose first reply was lost)
 --          0  not held by this owner (expired and reclaimed, deleted, or never held)
 local t = redis.call('TIME')
@@ -28,7 +32,8 @@ if found and live then
   redis.pcall('ZREMRANGEBYSCORE', KEYS[2], '-inf', now - keep)
   redis.pcall('ZADD', KEYS[2], now, ARGV[1])
   redis.pcall('PEXPIRE', KEYS[2], keep)
-  redis.pcall('PUBLISH', ARGV[2], 'released')
+  local n = redis.pcall('PUBLISH', ARGV[2], 'released')
+  if type(n) == 'number' and n > 0 then return 2 + n end
   return 1
 end
 if found then

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <future>
 #include <map>
 #include <mutex>
@@ -440,6 +441,123 @@ TEST_F(MultiLockTest, OrderedHoldIsRenewedExtendedAndLostAsAWhole) {
   EXPECT_EQ(lost_calls.load(), 1) << "on_lost runs once for the whole set";
   EXPECT_EQ(lease->release().code(), make_error_code(dlock::errc::lock_lost));
   EXPECT_EQ(client->active_leases(), 0u);
+}
+
+// How many times the server ran `command` (scripts' calls included) since the last
+// CONFIG RESETSTAT, from INFO commandstats.
+long long command_calls(dlock::test::RawConnection& raw, const std::string& command) {
+  const std::string info = raw.cmd({"INFO", "commandstats"});
+  const std::string tag = "cmdstat_" + command + ":calls=";
+  const auto at = info.find(tag);
+  return at == std::string::npos ? 0 : std::stoll(info.substr(at + tag.size()));
+}
+
+// Fairness across processes (issue #6), as MutexTest.ReleasingProcessLetsAWaiterElsewhereGoFirst.
+// A release wakes the head waiter of every process at once, and the releasing process's event
+// loop, awake already, would win that race every time. The release script reports the
+// subscribers it notified (2 + n) and the releasing Client holds its own next try back for about
+// two round trips. Each round: a holder and a waiter on `mine` (one Client), a waiter on
+// `theirs` (another Client); the holder releases. Returns how many of 10 rounds the other
+// Client's waiter got the lock first, or -1 after a failure (reported).
+int rounds_the_other_client_went_first(dlock::test::RawConnection& raw, const std::string& channel,
+                                       const std::function<dlock::Result<dlock::Lease>()>& mine,
+                                       const std::function<dlock::Result<dlock::Lease>()>& theirs) {
+  constexpr int rounds = 10;
+  int theirs_first = 0;
+  for (int round = 0; round < rounds; ++round) {
+    auto held = mine();
+    if (!held.ok()) {
+      ADD_FAILURE() << "round " << round << ": " << held.error().what();
+      return -1;
+    }
+    std::atomic<int> order{0};
+    auto wait_then_release = [&order](const std::function<dlock::Result<dlock::Lease>()>& acquire) {
+      auto r = acquire();
+      const int place = ++order;
+      if (r.ok()) {
+        std::this_thread::sleep_for(10ms);
+        EXPECT_TRUE(r->release().ok());
+      }
+      return r.ok() ? place : -1;
+    };
+    auto local = std::async(std::launch::async, wait_then_release, std::cref(mine));
+    auto remote = std::async(std::launch::async, wait_then_release, std::cref(theirs));
+    const bool subscribed = eventually(
+        [&] {
+          auto r = raw.cmd_array({"PUBSUB", "NUMSUB", channel});
+          return r.size() == 2 && std::stoll(r[1]) >= 2;
+        },
+        3000ms);
+    std::this_thread::sleep_for(30ms);  // their first tries have found the lock busy
+    EXPECT_TRUE(held->release().ok());
+    const int local_place = local.get();
+    const int remote_place = remote.get();
+    if (!subscribed || local_place < 0 || remote_place < 0) {
+      ADD_FAILURE() << "round " << round << ": subscribed " << subscribed << ", places " << local_place << ", "
+                    << remote_place;
+      return -1;
+    }
+    if (remote_place < local_place) ++theirs_first;
+  }
+  return theirs_first;
+}
+
+// The release names the Client's wait queue for the set as its first key (multi_release.lua),
+// which the hold-back is keyed by; the set's queue is not any lock's key.
+TEST_F(MultiLockTest, ReleasingProcessLetsAWaiterElsewhereGoFirst) {
+  dlock::MultiLock mine(*client, {"courtesy-a", "courtesy-b", "courtesy-c"});
+  dlock::Client other_client(server->url());
+  dlock::MultiLock theirs(other_client, {"courtesy-a", "courtesy-b", "courtesy-c"});
+  const dlock::WaitOptions wait{10000ms, 10000ms};
+  const int won = rounds_the_other_client_went_first(
+      *raw, key_of("courtesy-a") + ":ch", [&] { return mine.acquire(wait); }, [&] { return theirs.acquire(wait); });
+  EXPECT_GE(won, 8) << "the other Client's waiter went first in only " << won << " of 10 rounds";
+}
+
+// Issue #6 (Redis calls per EVALSHA cost throughput): a GET per lock key finds it free and
+// checks its type at once; TYPE runs only when that GET failed (the wrong-type reply is kept).
+TEST_F(MultiLockTest, UncontendedPairRunsNoTypeCheck) {
+  dlock::MultiLock m(*client, {"calls-a", "calls-b", "calls-c"});
+  auto first = m.acquire(no_wait());  // seeds the fencing counters
+  ASSERT_TRUE(first.ok() && first->release().ok());
+  raw->cmd({"CONFIG", "RESETSTAT"});
+  auto a = m.acquire(no_wait());
+  ASSERT_TRUE(a.ok()) << a.error().what();
+  ASSERT_TRUE(a->release().ok());
+  EXPECT_EQ(command_calls(*raw, "type"), 0);
+  EXPECT_EQ(command_calls(*raw, "exists"), 0);
+
+  ASSERT_EQ(raw->cmd_int({"RPUSH", key_of("calls-b"), "x"}), 1);
+  auto wrong = m.acquire(no_wait());
+  EXPECT_EQ(wrong.code(), make_error_code(dlock::errc::wrong_type));
+  EXPECT_NE(wrong.error().what().find("list"), std::string::npos) << wrong.error().what();
+  EXPECT_EQ(exists(key_of("calls-a")), 0) << "a failed attempt must write nothing";
+}
+
+// A release reports how many subscribers its notifications reached (2 + n, n the most on one
+// channel). The Client's form names its wait queue for the set first (odd #KEYS): the releasing
+// Client keys its hold-back by that first key; the ordered path's pairs-only form is the same.
+TEST_F(MultiLockTest, ReleaseReportsTheSubscribersItNotified) {
+  dlock::MultiLock m(*client, {"n-a", "n-b"});
+  RawConnection listener(*server);
+  ASSERT_EQ(listener.cmd_array({"SUBSCRIBE", key_of("n-b") + ":ch"}).size(), 3u);
+  const auto& s = dlock::detail::scripts::multi_release;
+  const std::string a = key_of("n-a"), b = key_of("n-b");
+  auto lease = m.acquire(no_wait());
+  ASSERT_TRUE(lease.ok());
+  EXPECT_EQ(raw->cmd_int({"EVAL", s.source, "5", "dlock:multi:{n-a}{n-b}", a, a + ":rel", b, b + ":rel",
+                          lease->owner(), "30000", a + ":ch", b + ":ch"}),
+            3);
+  EXPECT_EQ(exists(a) + exists(b), 0);
+  auto again = m.acquire(no_wait());
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(raw->cmd_int({"EVAL", s.source, "4", a, a + ":rel", b, b + ":rel", again->owner(), "30000", a + ":ch",
+                          b + ":ch"}),
+            3);
+  EXPECT_EQ(raw->cmd_int({"EVAL", s.source, "4", a, a + ":rel", b, b + ":rel", again->owner(), "30000", a + ":ch",
+                          b + ":ch"}),
+            2)
+      << "a retried release";
 }
 
 }  // namespace

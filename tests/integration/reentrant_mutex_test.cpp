@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <future>
 #include <memory>
 #include <mutex>
@@ -539,6 +540,65 @@ TEST_F(ReentrantMutexTest, WrongTypeBothWays) {
   EXPECT_TRUE(p2.ok()) << p2.error().what();
 }
 
+// How many times the server ran `command` (scripts' calls included) since the last
+// CONFIG RESETSTAT, from INFO commandstats.
+long long command_calls(dlock::test::RawConnection& raw, const std::string& command) {
+  const std::string info = raw.cmd({"INFO", "commandstats"});
+  const std::string tag = "cmdstat_" + command + ":calls=";
+  const auto at = info.find(tag);
+  return at == std::string::npos ? 0 : std::stoll(info.substr(at + tag.size()));
+}
+
+// Fairness across processes (issue #6), as MutexTest.ReleasingProcessLetsAWaiterElsewhereGoFirst.
+// A release wakes the head waiter of every process at once, and the releasing process's event
+// loop, awake already, would win that race every time. The release script reports the
+// subscribers it notified (2 + n) and the releasing Client holds its own next try back for about
+// two round trips. Each round: a holder and a waiter on `mine` (one Client), a waiter on
+// `theirs` (another Client); the holder releases. Returns how many of 10 rounds the other
+// Client's waiter got the lock first, or -1 after a failure (reported).
+int rounds_the_other_client_went_first(dlock::test::RawConnection& raw, const std::string& channel,
+                                       const std::function<dlock::Result<dlock::Lease>()>& mine,
+                                       const std::function<dlock::Result<dlock::Lease>()>& theirs) {
+  constexpr int rounds = 10;
+  int theirs_first = 0;
+  for (int round = 0; round < rounds; ++round) {
+    auto held = mine();
+    if (!held.ok()) {
+      ADD_FAILURE() << "round " << round << ": " << held.error().what();
+      return -1;
+    }
+    std::atomic<int> order{0};
+    auto wait_then_release = [&order](const std::function<dlock::Result<dlock::Lease>()>& acquire) {
+      auto r = acquire();
+      const int place = ++order;
+      if (r.ok()) {
+        std::this_thread::sleep_for(10ms);
+        EXPECT_TRUE(r->release().ok());
+      }
+      return r.ok() ? place : -1;
+    };
+    auto local = std::async(std::launch::async, wait_then_release, std::cref(mine));
+    auto remote = std::async(std::launch::async, wait_then_release, std::cref(theirs));
+    const bool subscribed = eventually(
+        [&] {
+          auto r = raw.cmd_array({"PUBSUB", "NUMSUB", channel});
+          return r.size() == 2 && std::stoll(r[1]) >= 2;
+        },
+        3000ms);
+    std::this_thread::sleep_for(30ms);  // their first tries have found the lock busy
+    EXPECT_TRUE(held->release().ok());
+    const int local_place = local.get();
+    const int remote_place = remote.get();
+    if (!subscribed || local_place < 0 || remote_place < 0) {
+      ADD_FAILURE() << "round " << round << ": subscribed " << subscribed << ", places " << local_place << ", "
+                    << remote_place;
+      return -1;
+    }
+    if (remote_place < local_place) ++theirs_first;
+  }
+  return theirs_first;
+}
+
 }  // namespace
 
 // ------------------------------------------------------- leases follow their hold (issue #4)
@@ -617,4 +677,73 @@ TEST_F(ReentrantMutexTest, ActiveLeasesCountsHoldsNotTakes) {
   EXPECT_EQ(client->active_leases(), 0u);
   std::this_thread::sleep_for(100ms);
   EXPECT_EQ(client->active_leases(), 0u) << "the count went below zero (wrapped)";
+}
+
+TEST_F(ReentrantMutexTest, ReleasingProcessLetsAWaiterElsewhereGoFirst) {
+  // Two threads of one Client are two owners: the holder and the local waiter exclude each other.
+  ReentrantMutex mine(*client, "courtesy");
+  dlock::Client other_client(server->url());
+  ReentrantMutex theirs(other_client, "courtesy");
+  const dlock::WaitOptions wait{10000ms, 10000ms};
+  const int won = rounds_the_other_client_went_first(
+      *raw, key_of("courtesy") + ":ch", [&] { return mine.acquire(wait); }, [&] { return theirs.acquire(wait); });
+  // Without the hold-back the releasing Client's waiter wins most rounds; a slow round on a
+  // loaded machine may still go to it, hence not all.
+  EXPECT_GE(won, 8) << "the other Client's waiter went first in only " << won << " of 10 rounds";
+}
+
+// Issue #6 (Redis calls per EVALSHA cost throughput): the scripts ask for the lock key's TYPE
+// only when a command on it failed, so a free lock's acquire and release run none. The
+// wrong-type replies are kept (WrongTypeBothWays).
+TEST_F(ReentrantMutexTest, UncontendedPairRunsNoTypeCheck) {
+  ReentrantMutex m(*client, "calls");
+  auto first = m.acquire(no_wait());  // seeds the fencing counter
+  ASSERT_TRUE(first.ok() && first->release().ok());
+  raw->cmd({"CONFIG", "RESETSTAT"});
+  auto a = m.acquire(no_wait());
+  ASSERT_TRUE(a.ok()) << a.error().what();
+  ASSERT_TRUE(a->release().ok());
+  EXPECT_EQ(command_calls(*raw, "type"), 0);
+  EXPECT_EQ(command_calls(*raw, "exists"), 0) << "the latch is set with NX, the counter seeded on INCR's 1";
+  EXPECT_EQ(exists(m.key()), 0);
+}
+
+// A release that finds the hold is not ours takes its latch back: a retry of it (first reply
+// lost) answers 0 again, not "already released".
+TEST_F(ReentrantMutexTest, ReleaseOfAHoldNotOursLeavesNoLatch) {
+  ReentrantMutex m(*client, "not-ours");
+  auto a = m.acquire(no_wait());
+  ASSERT_TRUE(a.ok());
+  const std::string latch = m.key() + ":rel:test-take";
+  const auto& script = dlock::detail::scripts::reentrant_release;
+  auto release = [&](const std::string& token) {
+    return raw->cmd({"EVAL", script.source, "2", m.key(), latch, a->owner(), m.key() + ":ch", "released", token,
+                     "30000"});
+  };
+  EXPECT_EQ(release("12345"), "0") << "a stale token released the hold";
+  EXPECT_EQ(exists(latch), 0);
+  EXPECT_EQ(release("12345"), "0");
+  EXPECT_EQ(hget(m.key(), a->owner()), "1");
+  EXPECT_TRUE(a->release().ok());
+}
+
+// The last release reports how many subscribers its notification reached (2 + n), which the
+// releasing Client holds its next try on P{N} (KEYS[1], its wait queue's key) back for; a
+// release that leaves the hold in place notifies nobody and answers 1.
+TEST_F(ReentrantMutexTest, LastReleaseReportsTheSubscribersItNotified) {
+  ReentrantMutex m(*client, "notified");
+  auto a = m.acquire(no_wait());
+  auto b = m.acquire(no_wait());
+  ASSERT_TRUE(a.ok() && b.ok());
+  RawConnection listener(*server);
+  ASSERT_EQ(listener.cmd_array({"SUBSCRIBE", m.key() + ":ch"}).size(), 3u);
+  const std::string token = std::to_string(a->token().value);
+  const auto& script = dlock::detail::scripts::reentrant_release;
+  auto release = [&](const std::string& take) {
+    return raw->cmd({"EVAL", script.source, "2", m.key(), m.key() + ":rel:" + take, a->owner(), m.key() + ":ch",
+                     "released", token, "30000"});
+  };
+  EXPECT_EQ(release("first"), "1");
+  EXPECT_EQ(release("second"), "3") << "one subscriber: 2 + 1";
+  EXPECT_EQ(exists(m.key()), 0);
 }

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <future>
 #include <memory>
 #include <mutex>
@@ -21,12 +22,17 @@
 
 #include "dlock/dlock.hpp"
 #include "dlock/shared_mutex.hpp"
+#include "scripts/script.hpp"
 #include "support/lock_helpers.hpp"
 #include "support/process.hpp"
 #include "support/raw_connection.hpp"
 #include "support/redis_server.hpp"
 #include "support/server_fixture.hpp"
 #include "support/wait.hpp"
+
+namespace dlock::detail::scripts {
+extern const Script rw_release;
+}  // namespace dlock::detail::scripts
 
 namespace {
 
@@ -719,6 +725,120 @@ TEST_F(SharedMutexTest, WrongTypeOnKeysOfAnotherKind) {
     dlock::Mutex mutex(*client, "rw-held");
     EXPECT_EQ(mutex.acquire(no_wait()).code(), wrong);
   }
+}
+
+// How many times the server ran `command` (scripts' calls included) since the last
+// CONFIG RESETSTAT, from INFO commandstats.
+long long command_calls(dlock::test::RawConnection& raw, const std::string& command) {
+  const std::string info = raw.cmd({"INFO", "commandstats"});
+  const std::string tag = "cmdstat_" + command + ":calls=";
+  const auto at = info.find(tag);
+  return at == std::string::npos ? 0 : std::stoll(info.substr(at + tag.size()));
+}
+
+// Fairness across processes (issue #6), as MutexTest.ReleasingProcessLetsAWaiterElsewhereGoFirst.
+// A release wakes the head waiter of every process at once, and the releasing process's event
+// loop, awake already, would win that race every time. The release script reports the
+// subscribers it notified (2 + n) and the releasing Client holds its own next try back for about
+// two round trips. Each round: a holder and a waiter on `mine` (one Client), a waiter on
+// `theirs` (another Client); the holder releases. Returns how many of 10 rounds the other
+// Client's waiter got the lock first, or -1 after a failure (reported).
+int rounds_the_other_client_went_first(dlock::test::RawConnection& raw, const std::string& channel,
+                                       const std::function<dlock::Result<dlock::Lease>()>& mine,
+                                       const std::function<dlock::Result<dlock::Lease>()>& theirs) {
+  constexpr int rounds = 10;
+  int theirs_first = 0;
+  for (int round = 0; round < rounds; ++round) {
+    auto held = mine();
+    if (!held.ok()) {
+      ADD_FAILURE() << "round " << round << ": " << held.error().what();
+      return -1;
+    }
+    std::atomic<int> order{0};
+    auto wait_then_release = [&order](const std::function<dlock::Result<dlock::Lease>()>& acquire) {
+      auto r = acquire();
+      const int place = ++order;
+      if (r.ok()) {
+        std::this_thread::sleep_for(10ms);
+        EXPECT_TRUE(r->release().ok());
+      }
+      return r.ok() ? place : -1;
+    };
+    auto local = std::async(std::launch::async, wait_then_release, std::cref(mine));
+    auto remote = std::async(std::launch::async, wait_then_release, std::cref(theirs));
+    const bool subscribed = eventually(
+        [&] {
+          auto r = raw.cmd_array({"PUBSUB", "NUMSUB", channel});
+          return r.size() == 2 && std::stoll(r[1]) >= 2;
+        },
+        3000ms);
+    std::this_thread::sleep_for(30ms);  // their first tries have found the lock busy
+    EXPECT_TRUE(held->release().ok());
+    const int local_place = local.get();
+    const int remote_place = remote.get();
+    if (!subscribed || local_place < 0 || remote_place < 0) {
+      ADD_FAILURE() << "round " << round << ": subscribed " << subscribed << ", places " << local_place << ", "
+                    << remote_place;
+      return -1;
+    }
+    if (remote_place < local_place) ++theirs_first;
+  }
+  return theirs_first;
+}
+
+// The writers' wait queue is keyed by the lock key, the first key of rw_release, which the
+// hold-back is keyed by (it was P{N}:w, which no release named: the hold-back never applied).
+TEST_F(SharedMutexTest, ReleasingProcessLetsAWriterElsewhereGoFirst) {
+  dlock::SharedMutex mine(*client, "courtesy");
+  dlock::Client other_client(server->url());
+  dlock::SharedMutex theirs(other_client, "courtesy");
+  const dlock::WaitOptions wait{10000ms, 10000ms};
+  const int won = rounds_the_other_client_went_first(
+      *raw, key_of("courtesy") + ":ch", [&] { return mine.acquire(wait); }, [&] { return theirs.acquire(wait); });
+  EXPECT_GE(won, 8) << "the other Client's writer went first in only " << won << " of 10 rounds";
+}
+
+// Issue #6 (Redis calls per EVALSHA cost throughput): one TYPE per acquire, on the lock key
+// (P{N} has no command of its own that would fail on another type); the other keys' types are
+// asked only when a command on them failed (WrongTypeOnKeysOfAnotherKind keeps the replies).
+TEST_F(SharedMutexTest, UncontendedPairsRunOneTypeCheck) {
+  dlock::SharedMutex m(*client, "calls");
+  auto first = m.acquire(no_wait());  // seeds the fencing counter
+  ASSERT_TRUE(first.ok() && first->release().ok());
+  raw->cmd({"CONFIG", "RESETSTAT"});
+  auto w = m.acquire(no_wait());
+  ASSERT_TRUE(w.ok()) << w.error().what();
+  ASSERT_TRUE(w->release().ok());
+  EXPECT_EQ(command_calls(*raw, "type"), 1) << "writer";
+  raw->cmd({"CONFIG", "RESETSTAT"});
+  auto r = m.acquire_shared(no_wait());
+  ASSERT_TRUE(r.ok()) << r.error().what();
+  ASSERT_TRUE(r->release().ok());
+  EXPECT_EQ(command_calls(*raw, "type"), 1) << "reader";
+  EXPECT_EQ(raw->cmd_int({"EXISTS", key_of("calls")}), 0);
+}
+
+// A release that publishes reports how many subscribers it reached (2 + n); the releasing
+// Client holds its next writer try back on P{N}, KEYS[1], now its writers' queue key.
+TEST_F(SharedMutexTest, ReleaseReportsTheSubscribersItNotified) {
+  dlock::SharedMutex m(*client, "notified");
+  const std::string key = key_of("notified");
+  RawConnection listener(*server);
+  ASSERT_EQ(listener.cmd_array({"SUBSCRIBE", key + ":ch"}).size(), 3u);
+  const auto& script = dlock::detail::scripts::rw_release;
+  auto release = [&](const std::string& owner) {
+    return raw->cmd({"EVAL", script.source, "4", key, key + ":readers", key + ":released", key + ":wintent", owner,
+                     key + ":ch", "30000"});
+  };
+  auto w = m.acquire(no_wait());
+  ASSERT_TRUE(w.ok());
+  EXPECT_EQ(release(w->owner()), "3") << "a writer's release, one subscriber: 2 + 1";
+  auto r1 = m.acquire_shared(no_wait());
+  auto r2 = m.acquire_shared(no_wait());
+  ASSERT_TRUE(r1.ok() && r2.ok());
+  EXPECT_EQ(release(r1->owner()), "1") << "a reader that is not the last notifies nobody";
+  EXPECT_EQ(release(r2->owner()), "3") << "the last reader's release, one subscriber: 2 + 1";
+  EXPECT_EQ(raw->cmd_int({"EXISTS", key}), 0);
 }
 
 }  // namespace
