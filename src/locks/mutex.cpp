@@ -49,11 +49,12 @@ std::shared_ptr<const ScriptAttemptSpec> make_spec(ClientCore& core, std::string
 }  // namespace
 
 Mutex::Mutex(Client& client, std::string name, LeaseOptions lease)
-    : core_(client.core()), spec_(make_spec(*core_, std::move(name), std::move(lease))), key_(spec_->hold.key) {}
+    : core_(client.core()), spec_(make_spec(*core_, std::move(name), std::move(lease))) {}
 
 Mutex::~Mutex() { delete holds_.load(); }  // ThreadHolds releases what lock() took
 
 const std::string& Mutex::name() const noexcept { return spec_->name; }
+const std::string& Mutex::key() const noexcept { return spec_->hold.key; }
 
 ThreadHolds& Mutex::holds() {
   ThreadHolds* h = holds_.load(std::memory_order_acquire);
@@ -67,7 +68,7 @@ ThreadHolds& Mutex::holds() {
 
 AcquireRequest Mutex::request(WaitOptions wait) const {
   AcquireRequest req;
-  req.key = key_;
+  req.key = spec_->hold.key;
   req.channel = spec_->hold.channel_name();
   req.what = "Mutex '" + spec_->name + "' on " + core_->address().display();
   req.wait = wait;

@@ -43,7 +43,7 @@ void acknowledge(const std::shared_ptr<ClientCore>& core, const std::shared_ptr<
 
 AttemptFn script_attempt(std::shared_ptr<ClientCore> core, std::shared_ptr<const ScriptAttemptSpec> spec) {
   return [core, spec](std::function<void(Attempt)> report) {
-    std::string owner = spec->owner ? spec->owner() : core->new_owner_token();
+    std::string owner = spec->owner ? *spec->owner : core->new_owner_token();
     const auto sent = BootClock::now();
     std::vector<std::string> args{owner, std::to_string(spec->lease->ttl.count())};
     spec->append_acquire_extra(args);
