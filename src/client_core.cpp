@@ -370,7 +370,7 @@ void ClientCore::shutdown() {
         continue;
       }
       active_leases_.fetch_sub(1);
-      eval_now(*rec->scripts.release, encode_evalsha(*rec->scripts.release, rec->scripts.release_keys, rec->release_args()),
+      eval_now(*rec->scripts.release, encode_evalsha(*rec->scripts.release, rec->scripts.release_key_list(), rec->release_args()),
                [rec, one_done](Result<Reply>) {
                  rec->finish_release();
                  one_done();

@@ -100,7 +100,7 @@ class Mutex {
 
   const std::string& name() const noexcept;
   // The Redis key of the lock: prefix + "{" + name + "}".
-  const std::string& key() const noexcept { return key_; }
+  const std::string& key() const noexcept;
 
  private:
   bool timed_try(milliseconds d);
@@ -108,8 +108,8 @@ class Mutex {
   detail::ThreadHolds& holds();
 
   std::shared_ptr<detail::ClientCore> core_;
-  std::string key_;
-  // Everything else about the lock (its name too), shared with its attempts and leases.
+  // Everything about the lock (its name and key too), shared with its attempts and leases:
+  // the object itself stays at 40 bytes (the watchdog may hold thousands).
   std::shared_ptr<const detail::ScriptAttemptSpec> spec_;
   // The holds taken through lock()/try_lock*(), created by the first of them: a Mutex used only
   // through acquire() (or thousands of them, each holding a Lease) does not pay for it.

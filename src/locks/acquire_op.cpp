@@ -415,7 +415,7 @@ void release_unwanted(const std::shared_ptr<LeaseRecord>& rec, std::function<voi
   rec->core->renewals().remove(*rec);
   if (!rec->hold) rec->core->active_leases_.fetch_sub(1);  // a take counts through its hold
   rec->core->eval_now(*rec->scripts.release,
-                      encode_evalsha(*rec->scripts.release, rec->scripts.release_keys, rec->release_args()),
+                      encode_evalsha(*rec->scripts.release, rec->scripts.release_key_list(), rec->release_args()),
                       [rec, then = std::move(then)](Result<Reply>) {
                         rec->finish_release();
                         if (then) then();

@@ -124,7 +124,7 @@ Result<void> extend_record(const std::shared_ptr<LeaseRecord>& rec, milliseconds
   // Set on the loop thread when a watchdog renewal was sent while the extension was in flight:
   // it carries the OLD TTL and, landing after the extension, cut the key's TTL back.
   auto raced = std::make_shared<std::atomic<bool>>(false);
-  Result<Reply> r = run_blocking(rec, *rec->scripts.renew, rec->scripts.renew_keys, args,
+  Result<Reply> r = run_blocking(rec, *rec->scripts.renew, rec->scripts.renew_key_list(), args,
                                  [rec, ttl, sent, raced](const Result<Reply>& reply) {
                                    // On the loop thread, so the scheduler sees the new TTL in order.
                                    if (!reply.ok() || !reply->is_integer()) return;
@@ -137,7 +137,7 @@ Result<void> extend_record(const std::shared_ptr<LeaseRecord>& rec, milliseconds
   if (r.ok() && r->is_integer() && r->integer() == 1 && raced->load()) {
     // Renew once more with the new TTL: sent after the racing renewal, it lands after it. Later
     // renewals use the new TTL, so when extend() returns the key has it.
-    r = run_blocking(rec, *rec->scripts.renew, rec->scripts.renew_keys, args, [rec](const Result<Reply>& reply) {
+    r = run_blocking(rec, *rec->scripts.renew, rec->scripts.renew_key_list(), args, [rec](const Result<Reply>& reply) {
       if (reply.ok() && reply->is_integer() && reply->integer() == 0) rec->core->renewals().lose(rec, LossReason::taken);
     });
   }
@@ -176,7 +176,7 @@ Result<void> Lease::release() noexcept {
     rec->core->post([rec] { rec->core->renewals().remove(*rec); });
     const std::vector<std::string> args = rec->release_args();
     if (rec->core->on_loop_thread()) {
-      eval_hold(*rec, *rec->scripts.release, rec->scripts.release_keys, args,
+      eval_hold(*rec, *rec->scripts.release, rec->scripts.release_key_list(), args,
                 [rec](Result<Reply>) { rec->finish_release(); });
       return Error(errc::called_from_event_loop,
                    "release of " + describe(*rec) + " sent from the event-loop thread; its outcome is not awaited");
@@ -184,10 +184,10 @@ Result<void> Lease::release() noexcept {
     // Mutex releases say how many subscribers their notification reached (mutex_release.lua):
     // the loop thread learns of it before the caller can ask for the lock again.
     const auto sent = BootClock::now();
-    Result<Reply> r = run_blocking(rec, *rec->scripts.release, rec->scripts.release_keys, args,
+    Result<Reply> r = run_blocking(rec, *rec->scripts.release, rec->scripts.release_key_list(), args,
                                    [rec, sent](const Result<Reply>& reply) {
                                      if (reply.ok() && reply->is_integer() && reply->integer() >= 3) {
-                                       rec->core->note_release(rec->scripts.release_keys.front(),
+                                       rec->core->note_release(rec->scripts.first_release_key(),
                                                                reply->integer() - 2, BootClock::now() - sent);
                                      }
                                    });
@@ -229,13 +229,13 @@ Result<void> release_parts(const std::shared_ptr<LeaseRecord>& parent) {
     part->core->post([part] { part->core->renewals().remove(*part); });
     const std::vector<std::string> args = part->release_args();
     if (part->core->on_loop_thread()) {
-      part->core->eval(*part->scripts.release, part->scripts.release_keys, args,
+      part->core->eval(*part->scripts.release, part->scripts.release_key_list(), args,
                        [part](Result<Reply>) { part->finish_release(); });
       if (!failed) failed = Error(errc::called_from_event_loop, "release of " + describe(*parent) +
                                                                     " sent from the event-loop thread; its outcome is not awaited");
       continue;
     }
-    Result<Reply> r = run_blocking(part, *part->scripts.release, part->scripts.release_keys, args);
+    Result<Reply> r = run_blocking(part, *part->scripts.release, part->scripts.release_key_list(), args);
     part->finish_release();
     if (!r.ok() || r->is_error()) {
       if (!failed) {

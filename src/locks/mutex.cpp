@@ -14,36 +14,47 @@ using namespace detail;
 
 namespace {
 
-// How long the release marker (P{N}:rel) lives: long enough for any retry of a release.
-constexpr milliseconds release_marker_ttl{30000};
+// How long the release marker (P{N}:rel) lives, in ms: long enough for any retry of a release.
+constexpr std::string_view release_marker_ttl_ms = "30000";
 
-}  // namespace
+// Every list of a Mutex's scripts is its key plus a suffix (see the layout in mutex.hpp), so a
+// Mutex keeps only its key and the lists are built when a script is sent.
+//   mutex_acquire.lua  KEYS {P{N}, P{N}:fence}
+//   mutex_renew.lua    KEYS {P{N}}
+//   mutex_release.lua  KEYS {P{N}, P{N}:rel}  ARGV {owner, P{N}:ch, marker TTL}
+using Item = KeyLayout::Item;
+constexpr Item acquire_keys[] = {{""}, {":fence"}};
+constexpr Item renew_keys[] = {{""}};
+constexpr Item release_keys[] = {{""}, {":rel"}};
+constexpr Item release_extra[] = {{":ch"}, {release_marker_ttl_ms, true}};
+constexpr KeyLayout layout{acquire_keys, {}, renew_keys, {}, release_keys, release_extra, ":ch"};
 
-Mutex::Mutex(Client& client, std::string name, LeaseOptions lease) : core_(client.core()) {
+std::shared_ptr<const ScriptAttemptSpec> make_spec(ClientCore& core, std::string name, LeaseOptions lease) {
   if (auto ok = validate_lock_name(name); !ok) throw_error(ok.code(), ok.error().what());
   if (auto ok = validate_lease(lease); !ok) throw_error(ok.code(), ok.error().what());
-  // Built by concatenation, the key has spare capacity; a lock object lives long, so trim it.
-  key_ = core_->lock_key(name);
-  key_.shrink_to_fit();
   auto spec = std::make_shared<ScriptAttemptSpec>();
+  // Built by concatenation, the key has spare capacity; a lock object lives long, so trim it.
+  spec->hold.key = core.lock_key(name);
+  spec->hold.key.shrink_to_fit();
   spec->name = std::move(name);
   spec->kind = "Mutex";
   spec->acquire = &scripts::mutex_acquire;
-  spec->keys = {key_, key_ + ":fence"};
   spec->hold.renew = &scripts::mutex_renew;
-  spec->hold.renew_keys = {key_};
   spec->hold.release = &scripts::mutex_release;
-  spec->hold.release_keys = {key_, key_ + ":rel"};
-  spec->hold.release_extra = {key_ + ":ch", std::to_string(release_marker_ttl.count())};
-  spec->hold.channel.reserve(key_.size() + 3);  // exactly, not with a concatenation's slack
-  spec->hold.channel.append(key_).append(":ch");
+  spec->hold.layout = &layout;
   spec->lease = std::move(lease);
-  spec_ = std::move(spec);
+  return spec;
 }
+
+}  // namespace
+
+Mutex::Mutex(Client& client, std::string name, LeaseOptions lease)
+    : core_(client.core()), spec_(make_spec(*core_, std::move(name), std::move(lease))) {}
 
 Mutex::~Mutex() { delete holds_.load(); }  // ThreadHolds releases what lock() took
 
 const std::string& Mutex::name() const noexcept { return spec_->name; }
+const std::string& Mutex::key() const noexcept { return spec_->hold.key; }
 
 ThreadHolds& Mutex::holds() {
   ThreadHolds* h = holds_.load(std::memory_order_acquire);
@@ -57,8 +68,8 @@ ThreadHolds& Mutex::holds() {
 
 AcquireRequest Mutex::request(WaitOptions wait) const {
   AcquireRequest req;
-  req.key = key_;
-  req.channel = std::string(spec_->hold.channel);
+  req.key = spec_->hold.key;
+  req.channel = spec_->hold.channel_name();
   req.what = "Mutex '" + spec_->name + "' on " + core_->address().display();
   req.wait = wait;
   req.attempt = script_attempt(core_, spec_);

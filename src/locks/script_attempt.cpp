@@ -12,7 +12,7 @@ namespace {
 void acknowledge(const std::shared_ptr<ClientCore>& core, const std::shared_ptr<const ScriptAttemptSpec>& spec,
                  const ReplicationAck& ack, const std::string& what, Attempt a,
                  const std::function<void(Attempt)>& report) {
-  core->wait_replicas(ack, std::string(spec->keys.front()), [core, spec, ack, what, a = std::move(a), report](Result<long long> acked) mutable {
+  core->wait_replicas(ack, spec->first_key(), [core, spec, ack, what, a = std::move(a), report](Result<long long> acked) mutable {
     if (acked.ok() && *acked >= static_cast<long long>(ack.replicas)) {
       core->active_leases_.fetch_add(1);
       core->renewals().add(a.lease);
@@ -31,7 +31,7 @@ void acknowledge(const std::shared_ptr<ClientCore>& core, const std::shared_ptr<
     }
     a.lease->begin_release();
     core->eval_now(*spec->hold.release,
-                   encode_evalsha(*spec->hold.release, spec->hold.release_keys, a.lease->release_args()),
+                   encode_evalsha(*spec->hold.release, spec->hold.release_key_list(), a.lease->release_args()),
                    [rec = a.lease, report, failed = std::move(failed)](Result<Reply>) mutable {
                      rec->finish_release();
                      report(std::move(failed));
@@ -43,10 +43,10 @@ void acknowledge(const std::shared_ptr<ClientCore>& core, const std::shared_ptr<
 
 AttemptFn script_attempt(std::shared_ptr<ClientCore> core, std::shared_ptr<const ScriptAttemptSpec> spec) {
   return [core, spec](std::function<void(Attempt)> report) {
-    std::string owner = spec->owner ? spec->owner() : core->new_owner_token();
+    std::string owner = spec->owner ? *spec->owner : core->new_owner_token();
     const auto sent = BootClock::now();
     std::vector<std::string> args{owner, std::to_string(spec->lease->ttl.count())};
-    for (std::string_view a : spec->extra_args) args.emplace_back(a);
+    spec->append_acquire_extra(args);
     const ReplicationAck ack =
         spec->lease->replication_ack ? *spec->lease->replication_ack : core->options().replication_ack;
     auto handler = [core, spec, owner = std::move(owner), sent, ack, report = std::move(report)](Result<Reply> r) {
@@ -60,9 +60,9 @@ AttemptFn script_attempt(std::shared_ptr<ClientCore> core, std::shared_ptr<const
                          // The outcome is unknown: the hold may exist. Release it by its owner
                          // token so a lock we never learned about does not sit out its TTL.
                          std::vector<std::string> cleanup{owner};
-                         for (std::string_view e : spec->hold.release_extra) cleanup.emplace_back(e);
+                         spec->hold.append_release_extra(cleanup);
                          core->eval_now(*spec->hold.release,
-                                        encode_evalsha(*spec->hold.release, spec->hold.release_keys, cleanup),
+                                        encode_evalsha(*spec->hold.release, spec->hold.release_key_list(), cleanup),
                                         [](Result<Reply>) {});
                        }
                        a.error = Error(r.code(), "acquiring " + what() + ": " + r.error().what());
@@ -100,15 +100,13 @@ AttemptFn script_attempt(std::shared_ptr<ClientCore> core, std::shared_ptr<const
                      } else {
                        // A third element names the offending key when the script takes several.
                        const std::string bad_key =
-                           rep.size() == 3 && rep[2].is_string() ? rep[2].str() : std::string(spec->keys.front());
+                           rep.size() == 3 && rep[2].is_string() ? rep[2].str() : spec->first_key();
                        a.error = Error(errc::wrong_type, what() + ": key '" + bad_key + "' holds a " +
                                                              rep[1].str() + ", not a dlock " + std::string(spec->kind));
                      }
                      report(std::move(a));
     };
-    const std::vector<std::string_view> key_views = spec->keys.views();
-    const std::vector<std::string_view> arg_views(args.begin(), args.end());
-    std::string payload = encode_evalsha(*spec->acquire, key_views, arg_views);
+    std::string payload = encode_evalsha(*spec->acquire, spec->acquire_key_list(), args);
     if (ack.replicas > 0) return core->eval_acknowledged(*spec->acquire, std::move(payload), std::move(handler));
     core->eval_now(*spec->acquire, std::move(payload), std::move(handler));
   };

@@ -59,14 +59,31 @@ struct ScriptAttemptSpec {
   const Script* acquire = nullptr;
   StringList keys;
   StringList extra_args;
-  HoldScripts hold;  // how the hold is renewed and released
+  HoldScripts hold;  // how the hold is renewed and released; with hold.layout, keys and
+                     // extra_args derive from hold.key too (read them through the accessors)
   SharedLeaseOptions lease;
-  // The owner identity of the attempt. Empty: a fresh random token per attempt.
-  std::function<std::string()> owner;
+  // The owner identity of every attempt (SharedMutex: one per writer's acquisition). Null: a
+  // fresh random token per attempt. A shared string, not a std::function: 16 bytes, not 32.
+  std::shared_ptr<const std::string> owner;
   // When the reply is lost (timeout, dropped connection) the hold may exist anyway: release it
   // with the hold's release script so it does not sit out its TTL. Off for kinds where that
   // release could undo an earlier hold of the same owner (reentrant re-takes).
   bool release_on_unknown_outcome = true;
+
+  std::vector<std::string> acquire_key_list() const {
+    return hold.layout ? KeyLayout::build(hold.key, hold.layout->acquire_keys) : keys;
+  }
+  // The first acquire key: the lock's own key (messages, WAIT's routing).
+  std::string first_key() const {
+    return hold.layout ? KeyLayout::build(hold.key, hold.layout->acquire_keys.first(1)).front() : std::string(keys.front());
+  }
+  void append_acquire_extra(std::vector<std::string>& args) const {
+    if (!hold.layout) {
+      for (std::string_view a : extra_args) args.emplace_back(a);
+      return;
+    }
+    for (std::string& s : KeyLayout::build(hold.key, hold.layout->acquire_extra)) args.push_back(std::move(s));
+  }
 };
 
 AttemptFn script_attempt(std::shared_ptr<ClientCore> core, std::shared_ptr<const ScriptAttemptSpec> spec);

@@ -86,7 +86,7 @@ AcquireRequest SharedMutex::write_request(WaitOptions wait, std::string& owner, 
   // One owner for every try of this acquisition, so its intent is refreshed, not duplicated.
   owner = core_->new_owner_token();
   auto spec = std::make_shared<ScriptAttemptSpec>(*write_spec_);
-  spec->owner = [owner] { return owner; };
+  spec->owner = std::make_shared<const std::string>(owner);
   // The intent lives one lease TTL, like a hold: a writer that dies while waiting keeps readers
   // out no longer than a writer that dies holding it. The script caps the waiter's sleep to a
   // third of it, so a live writer's intent never lapses.

@@ -3,10 +3,12 @@
 #pragma once
 
 #include <atomic>
+#include <cstdint>
 #include <functional>
 #include <string_view>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -14,7 +16,6 @@
 #include "dlock/options.hpp"
 #include "renewal/renewal_policy.hpp"
 #include "renewal/string_list.hpp"
-#include "renewal/timer_queue.hpp"
 #include "io/command.hpp"
 #include "notify/notifier.hpp"
 #include "scripts/script.hpp"
@@ -34,13 +35,46 @@ class HoldFanout {
                    const std::vector<std::string>& args, ReplyHandler done) const = 0;
 };
 
+// A lock whose every key, extra argument and channel is its key plus a suffix (Mutex) keeps only
+// the key; its lists are built from one static KeyLayout of the kind when a script is sent. Kept
+// per lock, the six lists and the channel were most of a held Mutex's memory (each a heap block
+// repeating the key: docs/BENCHMARKS.md, "Watchdog memory").
+struct KeyLayout {
+  // One list item: the key followed by `text` (`text` alone when `literal`).
+  struct Item {
+    std::string_view text;
+    bool literal = false;
+  };
+  std::span<const Item> acquire_keys, acquire_extra;
+  std::span<const Item> renew_keys, renew_extra;
+  std::span<const Item> release_keys, release_extra;
+  std::string_view channel_suffix;  // empty: no channel
+
+  static std::vector<std::string> build(std::string_view key, std::span<const Item> items) {
+    std::vector<std::string> out;
+    out.reserve(items.size());
+    for (const Item& i : items) {
+      if (i.literal) {
+        out.emplace_back(i.text);
+      } else {
+        std::string& s = out.emplace_back();
+        s.reserve(key.size() + i.text.size());
+        s.append(key).append(i.text);
+      }
+    }
+    return out;
+  }
+};
+
 // The scripts that keep and end one kind of hold. Conventions every kind follows:
 //   renew   ARGV = {owner, ttl_ms, renew_extra...};  reply 1 renewed, 0 no longer held
 //   release ARGV = {owner, release_extra...};        reply 1 released, 2 already released by
 //                                                    this owner (a retry), 0 not held
 //
 // One HoldScripts is shared (immutable) by a lock object and every lease it hands out; its lists
-// are StringLists, one allocation each, because thousands of them may be held at once.
+// are StringLists, one allocation each, because thousands of them may be held at once. A kind
+// with a KeyLayout sets `layout` and `key` instead of the lists and the channel; either way the
+// lists are read through the *_list() accessors below, never the fields.
 struct HoldScripts {
   const Script* renew = nullptr;
   StringList renew_keys;
@@ -53,9 +87,45 @@ struct HoldScripts {
   // Set when the hold spans several servers: the scripts then run through it instead of on the
   // record's core, which only hosts the watchdog.
   std::shared_ptr<const HoldFanout> fanout;
+  // When set, the lists and the channel derive from `key` (a static table of the kind's).
+  const KeyLayout* layout = nullptr;
+  std::string key;
+
+  std::vector<std::string> renew_key_list() const { return layout ? KeyLayout::build(key, layout->renew_keys) : renew_keys; }
+  std::vector<std::string> release_key_list() const {
+    return layout ? KeyLayout::build(key, layout->release_keys) : release_keys;
+  }
+  // Appended to `args` (the ARGV so far: owner, and for renewals the TTL).
+  void append_renew_extra(std::vector<std::string>& args) const { append(args, renew_extra, layout ? layout->renew_extra : std::span<const KeyLayout::Item>{}); }
+  void append_release_extra(std::vector<std::string>& args) const {
+    append(args, release_extra, layout ? layout->release_extra : std::span<const KeyLayout::Item>{});
+  }
+  std::string channel_name() const {
+    if (!layout) return channel;
+    if (layout->channel_suffix.empty()) return {};
+    return key + std::string(layout->channel_suffix);
+  }
+  bool has_channel() const noexcept { return layout ? !layout->channel_suffix.empty() : !channel.empty(); }
+  // The first renew key: the key that holds the owner token.
+  std::string first_renew_key() const { return layout ? KeyLayout::build(key, layout->renew_keys.first(1)).front() : std::string(renew_keys.front()); }
+  // The first release key: the lock's key, which names its process-local wait queue.
+  std::string first_release_key() const {
+    return layout ? KeyLayout::build(key, layout->release_keys.first(1)).front() : std::string(release_keys.front());
+  }
+
+ private:
+  void append(std::vector<std::string>& args, const StringList& list, std::span<const KeyLayout::Item> items) const {
+    if (layout) {
+      for (std::string& s : KeyLayout::build(key, items)) args.push_back(std::move(s));
+    } else {
+      for (std::string_view a : list) args.emplace_back(a);
+    }
+  }
 };
 
-class LeaseRecord final : public Notifier::Listener {
+// Shared from this: a revocation notice (on_notification) hands the scheduler a reference to the
+// record, as a weak_ptr kept in a std::function per record used to (16 bytes instead of 32).
+class LeaseRecord final : public Notifier::Listener, public std::enable_shared_from_this<LeaseRecord> {
  public:
   enum class State : int { held, releasing, released, lost };
   using time_point = BootClock::time_point;
@@ -77,7 +147,7 @@ class LeaseRecord final : public Notifier::Listener {
         events(events_owner_ ? *events_owner_ : no_events()),
         policy(LeaseTiming::from(options), options.mode),
         valid_until_ns_(policy.timing().validity_from(sent_at).time_since_epoch().count()),
-        listen_for_revocation(options.listen_for_revocation && !scripts.channel.empty()) {
+        listen_for_revocation(options.listen_for_revocation && scripts.has_channel()) {
     renewal.valid_until = valid_until();
   }
   LeaseRecord(std::shared_ptr<ClientCore> core_, std::string name_, std::string owner_, FencingToken token_,
@@ -117,12 +187,12 @@ class LeaseRecord final : public Notifier::Listener {
   // ARGV of the renew and release scripts, by the conventions above.
   std::vector<std::string> renew_args(milliseconds ttl) const {
     std::vector<std::string> args{owner, std::to_string(ttl.count())};
-    for (std::string_view a : scripts.renew_extra) args.emplace_back(a);
+    scripts.append_renew_extra(args);
     return args;
   }
   std::vector<std::string> release_args() const {
     std::vector<std::string> args{owner};
-    for (std::string_view a : scripts.release_extra) args.emplace_back(a);
+    scripts.append_release_extra(args);
     return args;
   }
 
@@ -155,17 +225,10 @@ class LeaseRecord final : public Notifier::Listener {
   // --- loop thread only (RenewalScheduler) ---
   RenewalPolicy policy;
   RenewalState renewal;  // mirrored into valid_until() for other threads
-  TimerQueue<time_point, std::shared_ptr<LeaseRecord>>::Handle slot{};
-  // Loop thread: a revocation was announced; set by on_notification, acted on by the scheduler.
-  std::function<void()> on_revoked;
-
-  void on_notification(std::string_view payload) override {
-    if (payload == "revoked" && on_revoked) on_revoked();
-  }
-  void on_resubscribed() override {
-    // Revocations published during the gap were missed: check the key now.
-    if (on_revoked) on_revoked();
-  }
+  // Loop thread, while `listening`: a revocation was announced; the scheduler checks the key
+  // (renewal_scheduler.cpp).
+  void on_notification(std::string_view payload) override;
+  void on_resubscribed() override;
 
  private:
   std::atomic<State> state_{State::held};
@@ -176,8 +239,9 @@ class LeaseRecord final : public Notifier::Listener {
   // The flags sit together at the end so they share one word of padding.
   const bool listen_for_revocation;
   // --- loop thread only (RenewalScheduler) ---
-  bool scheduled = false;
   bool listening = false;  // subscribed to scripts.channel
+  // Position in the scheduler's TimerQueue, kept by the queue; npos (all ones) when not queued.
+  std::uint32_t slot = UINT32_MAX;
 };
 
 }  // namespace dlock::detail

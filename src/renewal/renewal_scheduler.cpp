@@ -10,27 +10,38 @@ RenewalScheduler::RenewalScheduler(ClientCore& core, asio::io_context& io) : cor
 void RenewalScheduler::add(const std::shared_ptr<LeaseRecord>& rec) {
   schedule(rec, rec->policy.first_due(rec->renewal, BootClock::now()));
   if (rec->listen_for_revocation) {
-    std::weak_ptr<LeaseRecord> weak = rec;
-    rec->on_revoked = [this, weak] {
-      auto r = weak.lock();
-      if (!r || r->state() != LeaseRecord::State::held) return;
-      if (r->policy.mode() == LeaseMode::watchdog) {
-        if (!r->renewal.renew_in_flight) {
-          r->renewal.renew_in_flight = true;
-          renew(r, BootClock::now());  // a renewal is the check: reply 0 means the key is gone
-        }
-      } else {
-        check(r);
-      }
-    };
     rec->listening = true;
-    core_.notifier().subscribe(rec->scripts.channel, rec.get(), [](const Error&) {});
+    core_.notifier().subscribe(rec->scripts.channel_name(), rec.get(), [](const Error&) {});
+  }
+}
+
+void LeaseRecord::on_notification(std::string_view payload) {
+  if (payload == "revoked" && listening) {
+    if (auto self = weak_from_this().lock()) core->renewals().revoked(self);
+  }
+}
+
+void LeaseRecord::on_resubscribed() {
+  // Revocations published during the gap were missed: check the key now.
+  if (!listening) return;
+  if (auto self = weak_from_this().lock()) core->renewals().revoked(self);
+}
+
+void RenewalScheduler::revoked(const std::shared_ptr<LeaseRecord>& r) {
+  if (r->state() != LeaseRecord::State::held) return;
+  if (r->policy.mode() == LeaseMode::watchdog) {
+    if (!r->renewal.renew_in_flight) {
+      r->renewal.renew_in_flight = true;
+      renew(r, BootClock::now());  // a renewal is the check: reply 0 means the key is gone
+    }
+  } else {
+    check(r);
   }
 }
 
 // Fixed-TTL leases are never renewed; a revocation is checked with a read of the key's holder.
 void RenewalScheduler::check(const std::shared_ptr<LeaseRecord>& rec) {
-  core_.send_now(format_command({"GET", rec->scripts.renew_keys.front()}), [this, rec](Result<Reply> r) {
+  core_.send_now(format_command({"GET", rec->scripts.first_renew_key()}), [this, rec](Result<Reply> r) {
     if (rec->state() != LeaseRecord::State::held || !r.ok()) return;
     if (!r->is_string() || r->str() != rec->owner) lose(rec, LossReason::taken);
   });
@@ -39,31 +50,28 @@ void RenewalScheduler::check(const std::shared_ptr<LeaseRecord>& rec) {
 void RenewalScheduler::stop_listening(LeaseRecord& rec) {
   if (!rec.listening) return;
   rec.listening = false;
-  rec.on_revoked = nullptr;
-  core_.notifier().unsubscribe(rec.scripts.channel, &rec);
+  core_.notifier().unsubscribe(rec.scripts.channel_name(), &rec);
 }
 
 void RenewalScheduler::schedule(const std::shared_ptr<LeaseRecord>& rec, time_point due) {
-  if (rec->scheduled) queue_.remove(rec->slot);
-  rec->slot = queue_.add(due, rec);
-  rec->scheduled = true;
+  queue_.remove(rec);
+  queue_.add(due, rec);
   arm();
 }
 
 void RenewalScheduler::remove(LeaseRecord& rec) {
   stop_listening(rec);
-  if (!rec.scheduled) return;
-  rec.scheduled = false;
-  queue_.remove(rec.slot);  // may drop the scheduler's reference; the caller holds its own
+  if (rec.slot == Queue::npos) return;
+  // The queue's entry is found through the record's slot; removing it may drop the scheduler's
+  // reference (the caller holds its own).
+  std::shared_ptr<LeaseRecord> self = rec.shared_from_this();
+  queue_.remove(self);
   arm();
 }
 
 std::vector<std::shared_ptr<LeaseRecord>> RenewalScheduler::take_all() {
   std::vector<std::shared_ptr<LeaseRecord>> all = queue_.pop_due(time_point::max());
-  for (auto& r : all) {
-    r->scheduled = false;
-    stop_listening(*r);
-  }
+  for (auto& r : all) stop_listening(*r);
   timer_.cancel();
   armed_for_.reset();
   return all;
@@ -91,7 +99,6 @@ void RenewalScheduler::arm() {
 void RenewalScheduler::on_timer() {
   const time_point now = BootClock::now();
   for (auto& rec : queue_.pop_due(now)) {
-    rec->scheduled = false;
     if (rec->state() != LeaseRecord::State::held) continue;  // releasing or gone
     apply(rec, rec->policy.on_due(rec->renewal, now), now);
   }
@@ -127,10 +134,10 @@ void RenewalScheduler::renew(const std::shared_ptr<LeaseRecord>& rec, time_point
   };
   // A hold on several servers (Redlock) renews on all of them; the verdict comes back here.
   if (rec->scripts.fanout) {
-    return rec->scripts.fanout->run(*rec->scripts.renew, rec->scripts.renew_keys, rec->renew_args(ttl),
+    return rec->scripts.fanout->run(*rec->scripts.renew, rec->scripts.renew_key_list(), rec->renew_args(ttl),
                                     std::move(on_reply));
   }
-  core_.eval_now(*rec->scripts.renew, encode_evalsha(*rec->scripts.renew, rec->scripts.renew_keys, rec->renew_args(ttl)),
+  core_.eval_now(*rec->scripts.renew, encode_evalsha(*rec->scripts.renew, rec->scripts.renew_key_list(), rec->renew_args(ttl)),
                  std::move(on_reply));
 }
 

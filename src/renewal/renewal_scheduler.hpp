@@ -13,6 +13,7 @@
 
 #include "io/connection.hpp"
 #include "renewal/lease_record.hpp"
+#include "renewal/timer_queue.hpp"
 
 namespace dlock::detail {
 
@@ -35,6 +36,8 @@ class RenewalScheduler {
 
   // Reports the loss (exactly once) and stops scheduling the record.
   void lose(const std::shared_ptr<LeaseRecord>& rec, LossReason why);
+  // A revocation of a listening record was announced (or may have been missed): check the key.
+  void revoked(const std::shared_ptr<LeaseRecord>& rec);
 
  private:
   void schedule(const std::shared_ptr<LeaseRecord>& rec, time_point due);
@@ -45,10 +48,16 @@ class RenewalScheduler {
   void stop_listening(LeaseRecord& rec);
   void apply(const std::shared_ptr<LeaseRecord>& rec, const RenewalStep& step, time_point now);
 
+  // Where a record keeps its place in queue_.
+  struct SlotOf {
+    std::uint32_t& operator()(const std::shared_ptr<LeaseRecord>& r) const noexcept { return r->slot; }
+  };
+  using Queue = TimerQueue<time_point, std::shared_ptr<LeaseRecord>, SlotOf>;
+
   ClientCore& core_;
   BootTimer timer_;
   std::optional<time_point> armed_for_;
-  TimerQueue<time_point, std::shared_ptr<LeaseRecord>> queue_;
+  Queue queue_;
 };
 
 }  // namespace dlock::detail
