@@ -19,6 +19,7 @@
 #include "dlock/multi_lock.hpp"
 #include "locks/multi_lock_ordered.hpp"
 #include "scripts/script.hpp"
+#include "support/fairness_rounds.hpp"
 #include "support/lock_helpers.hpp"
 #include "support/raw_connection.hpp"
 #include "support/redis_server.hpp"
@@ -452,56 +453,6 @@ long long command_calls(dlock::test::RawConnection& raw, const std::string& comm
   return at == std::string::npos ? 0 : std::stoll(info.substr(at + tag.size()));
 }
 
-// Fairness across processes (issue #6), as MutexTest.ReleasingProcessLetsAWaiterElsewhereGoFirst.
-// A release wakes the head waiter of every process at once, and the releasing process's event
-// loop, awake already, would win that race every time. The release script reports the
-// subscribers it notified (2 + n) and the releasing Client holds its own next try back for about
-// two round trips. Each round: a holder and a waiter on `mine` (one Client), a waiter on
-// `theirs` (another Client); the holder releases. Returns how many of 10 rounds the other
-// Client's waiter got the lock first, or -1 after a failure (reported).
-int rounds_the_other_client_went_first(dlock::test::RawConnection& raw, const std::string& channel,
-                                       const std::function<dlock::Result<dlock::Lease>()>& mine,
-                                       const std::function<dlock::Result<dlock::Lease>()>& theirs) {
-  constexpr int rounds = 10;
-  int theirs_first = 0;
-  for (int round = 0; round < rounds; ++round) {
-    auto held = mine();
-    if (!held.ok()) {
-      ADD_FAILURE() << "round " << round << ": " << held.error().what();
-      return -1;
-    }
-    std::atomic<int> order{0};
-    auto wait_then_release = [&order](const std::function<dlock::Result<dlock::Lease>()>& acquire) {
-      auto r = acquire();
-      const int place = ++order;
-      if (r.ok()) {
-        std::this_thread::sleep_for(10ms);
-        EXPECT_TRUE(r->release().ok());
-      }
-      return r.ok() ? place : -1;
-    };
-    auto local = std::async(std::launch::async, wait_then_release, std::cref(mine));
-    auto remote = std::async(std::launch::async, wait_then_release, std::cref(theirs));
-    const bool subscribed = eventually(
-        [&] {
-          auto r = raw.cmd_array({"PUBSUB", "NUMSUB", channel});
-          return r.size() == 2 && std::stoll(r[1]) >= 2;
-        },
-        3000ms);
-    std::this_thread::sleep_for(30ms);  // their first tries have found the lock busy
-    EXPECT_TRUE(held->release().ok());
-    const int local_place = local.get();
-    const int remote_place = remote.get();
-    if (!subscribed || local_place < 0 || remote_place < 0) {
-      ADD_FAILURE() << "round " << round << ": subscribed " << subscribed << ", places " << local_place << ", "
-                    << remote_place;
-      return -1;
-    }
-    if (remote_place < local_place) ++theirs_first;
-  }
-  return theirs_first;
-}
-
 // The release names the Client's wait queue for the set as its first key (multi_release.lua),
 // which the hold-back is keyed by; the set's queue is not any lock's key.
 TEST_F(MultiLockTest, ReleasingProcessLetsAWaiterElsewhereGoFirst) {
@@ -509,7 +460,7 @@ TEST_F(MultiLockTest, ReleasingProcessLetsAWaiterElsewhereGoFirst) {
   dlock::Client other_client(server->url());
   dlock::MultiLock theirs(other_client, {"courtesy-a", "courtesy-b", "courtesy-c"});
   const dlock::WaitOptions wait{10000ms, 10000ms};
-  const int won = rounds_the_other_client_went_first(
+  const int won = dlock::test::rounds_the_other_client_went_first(
       *raw, key_of("courtesy-a") + ":ch", [&] { return mine.acquire(wait); }, [&] { return theirs.acquire(wait); });
   EXPECT_GE(won, 8) << "the other Client's waiter went first in only " << won << " of 10 rounds";
 }
