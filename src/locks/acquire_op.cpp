@@ -5,6 +5,7 @@
 #include <random>
 
 #include "client_core.hpp"
+#include "locks/hold_back.hpp"
 #include "scripts/script_call.hpp"
 #include "util/sync_wait.hpp"
 
@@ -349,11 +350,7 @@ void ClientCore::note_release(std::string_view key_view, long long notified, Boo
     if (auto q = it->second.lock(); q && q->subscribed()) --notified;
   }
   if (notified <= 0) return;
-  // A waiter elsewhere needs the notification to reach it and one try of its own: about one
-  // round trip after our release's reply. Two, within bounds, leave it room on a loaded machine
-  // and cost a waiting thread of this process at most that much.
-  const auto hold_back = std::clamp<BootClock::duration>(2 * round_trip, std::chrono::microseconds(100),
-                                                         std::chrono::milliseconds(2));
+  const auto hold_back = hold_back_after_release(round_trip);
   const auto now = BootClock::now();
   if (courtesy_.size() >= 1024) std::erase_if(courtesy_, [&](const auto& kv) { return kv.second <= now; });
   courtesy_[key] = now + hold_back;

@@ -181,14 +181,16 @@ Result<void> Lease::release() noexcept {
       return Error(errc::called_from_event_loop,
                    "release of " + describe(*rec) + " sent from the event-loop thread; its outcome is not awaited");
     }
-    // Mutex releases say how many subscribers their notification reached (mutex_release.lua):
-    // the loop thread learns of it before the caller can ask for the lock again.
+    // Release scripts say how many subscribers their notification reached (2 + n): the loop
+    // thread learns of it before the caller can ask for the lock again. The record is captured
+    // by pointer (this call waits for the reply and holds `rec`), which keeps the callback
+    // within std::function's small buffer: no allocation per release.
     const auto sent = BootClock::now();
     Result<Reply> r = run_blocking(rec, *rec->scripts.release, rec->scripts.release_key_list(), args,
-                                   [rec, sent](const Result<Reply>& reply) {
+                                   [held = rec.get(), sent](const Result<Reply>& reply) {
                                      if (reply.ok() && reply->is_integer() && reply->integer() >= 3) {
-                                       rec->core->note_release(rec->scripts.first_release_key(),
-                                                               reply->integer() - 2, BootClock::now() - sent);
+                                       held->core->note_release(held->scripts.first_release_key(),
+                                                                reply->integer() - 2, BootClock::now() - sent);
                                      }
                                    });
     if (!r.ok()) {

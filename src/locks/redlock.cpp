@@ -5,6 +5,7 @@
 #include <random>
 
 #include "client_core.hpp"
+#include "locks/hold_back.hpp"
 #include "locks/redlock_attempt.hpp"
 #include "locks/redlock_turns.hpp"
 #include "locks/redlock_wait.hpp"
@@ -115,8 +116,8 @@ Result<Lease> Redlock::acquire(WaitOptions wait, std::stop_token stop) {
   // lock waits for its release instead of trying (a try now could only fail), and then lets
   // the waiters of other processes, woken by the same release, try first: two heads trying at
   // once on every node split the nodes between them, and a split costs both a pause of
-  // milliseconds. It holds back two of its own try round trips (at least 100 us, at most 2 ms):
-  // the price of a handoff within this process when nobody else waits.
+  // milliseconds. It holds back for hold_back_after_release() of its own tries' round trip: the
+  // price of a handoff within this process when nobody else waits.
   bool after_holder = place.after_holder();
   while (true) {
     if (stop.stop_requested()) return Error(errc::cancelled, "waiting for " + what + " was cancelled");
@@ -127,9 +128,7 @@ Result<Lease> Redlock::acquire(WaitOptions wait, std::stop_token stop) {
       if (wakeups->sleep(place.handover_generation(),
                          bounded(now + std::chrono::duration_cast<Steady::duration>(recheck * jitter(0.8, 1.2))),
                          stop)) {
-        const auto courtesy = std::clamp<Steady::duration>(2 * place.last_try_round_trip(),
-                                                           std::chrono::microseconds(100), milliseconds(2));
-        wakeups->pause(bounded(Steady::now() + courtesy), stop);
+        wakeups->pause(bounded(Steady::now() + hold_back_after_release(place.last_try_round_trip())), stop);
       }
       continue;
     }

@@ -32,6 +32,7 @@ extern const Script multi_release;
 
 namespace {
 
+using dlock::test::command_calls;
 using dlock::test::key_of;
 using dlock::test::no_wait;
 using dlock::test::watchdog;
@@ -442,15 +443,6 @@ TEST_F(MultiLockTest, OrderedHoldIsRenewedExtendedAndLostAsAWhole) {
   EXPECT_EQ(lost_calls.load(), 1) << "on_lost runs once for the whole set";
   EXPECT_EQ(lease->release().code(), make_error_code(dlock::errc::lock_lost));
   EXPECT_EQ(client->active_leases(), 0u);
-}
-
-// How many times the server ran `command` (scripts' calls included) since the last
-// CONFIG RESETSTAT, from INFO commandstats.
-long long command_calls(dlock::test::RawConnection& raw, const std::string& command) {
-  const std::string info = raw.cmd({"INFO", "commandstats"});
-  const std::string tag = "cmdstat_" + command + ":calls=";
-  const auto at = info.find(tag);
-  return at == std::string::npos ? 0 : std::stoll(info.substr(at + tag.size()));
 }
 
 // The release names the Client's wait queue for the set as its first key (multi_release.lua),

@@ -34,6 +34,7 @@ extern const Script reentrant_release;
 namespace {
 
 using dlock::test::LossProbe;
+using dlock::test::command_calls;
 using dlock::test::key_of;
 using dlock::test::script_calls;
 using dlock::test::no_wait;
@@ -539,15 +540,6 @@ TEST_F(ReentrantMutexTest, WrongTypeBothWays) {
   m.unlock();
   auto p2 = plain.acquire(no_wait());
   EXPECT_TRUE(p2.ok()) << p2.error().what();
-}
-
-// How many times the server ran `command` (scripts' calls included) since the last
-// CONFIG RESETSTAT, from INFO commandstats.
-long long command_calls(dlock::test::RawConnection& raw, const std::string& command) {
-  const std::string info = raw.cmd({"INFO", "commandstats"});
-  const std::string tag = "cmdstat_" + command + ":calls=";
-  const auto at = info.find(tag);
-  return at == std::string::npos ? 0 : std::stoll(info.substr(at + tag.size()));
 }
 
 }  // namespace

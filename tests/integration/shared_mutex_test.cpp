@@ -38,6 +38,7 @@ extern const Script rw_release;
 namespace {
 
 using dlock::test::LossProbe;
+using dlock::test::command_calls;
 using dlock::test::key_of;
 using dlock::test::no_wait;
 using dlock::test::watchdog;
@@ -726,15 +727,6 @@ TEST_F(SharedMutexTest, WrongTypeOnKeysOfAnotherKind) {
     dlock::Mutex mutex(*client, "rw-held");
     EXPECT_EQ(mutex.acquire(no_wait()).code(), wrong);
   }
-}
-
-// How many times the server ran `command` (scripts' calls included) since the last
-// CONFIG RESETSTAT, from INFO commandstats.
-long long command_calls(dlock::test::RawConnection& raw, const std::string& command) {
-  const std::string info = raw.cmd({"INFO", "commandstats"});
-  const std::string tag = "cmdstat_" + command + ":calls=";
-  const auto at = info.find(tag);
-  return at == std::string::npos ? 0 : std::stoll(info.substr(at + tag.size()));
 }
 
 // The writers' wait queue is keyed by the lock key, the first key of rw_release, which the

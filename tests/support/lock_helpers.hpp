@@ -14,16 +14,17 @@ namespace dlock::test {
 // The key of lock `name` under the default prefix.
 inline std::string key_of(const std::string& name) { return "dlock:{" + name + "}"; }
 
-// Calls of EVALSHA and EVAL the server has executed so far (INFO commandstats).
-inline long long script_calls(RawConnection& raw) {
+// How many times the server ran `command` (lower case; commands run by scripts included) since
+// it started or the last CONFIG RESETSTAT, from INFO commandstats.
+inline long long command_calls(RawConnection& raw, const std::string& command) {
   const std::string info = raw.cmd({"INFO", "commandstats"});
-  long long total = 0;
-  for (const std::string name : {"cmdstat_evalsha:calls=", "cmdstat_eval:calls="}) {
-    const auto pos = info.find(name);
-    if (pos != std::string::npos) total += std::stoll(info.substr(pos + name.size()));
-  }
-  return total;
+  const std::string tag = "cmdstat_" + command + ":calls=";
+  const auto at = info.find(tag);
+  return at == std::string::npos ? 0 : std::stoll(info.substr(at + tag.size()));
 }
+
+// Calls of EVALSHA and EVAL the server has executed so far.
+inline long long script_calls(RawConnection& raw) { return command_calls(raw, "evalsha") + command_calls(raw, "eval"); }
 
 // Subscribers of `channel` as the server counts them (PUBSUB NUMSUB); -1 on a malformed reply.
 inline long long channel_subscribers(RawConnection& raw, const std::string& channel) {
