@@ -107,8 +107,11 @@ TEST_F(ReplicationAckTest, PerLockOverride) {
 // WAIT blocks its connection: it must not be the one everything else uses.
 TEST_F(ReplicationAckTest, WaitDoesNotStallTheSharedPipeline) {
   // Scaled: under a sanitizer on a loaded machine an unscaled 1.2 s lease can miss renewals for
-  // reasons that have nothing to do with WAIT.
-  Client client(primary->url(), acked(1, scaled(2500ms)));
+  // reasons that have nothing to do with WAIT. The WAIT itself must end before its command's
+  // own timeout, or the acquisition fails with errc::timeout instead of not_replicated.
+  ClientOptions options = acked(1, scaled(2500ms));
+  options.command_timeout = scaled(2500ms) + 2000ms;
+  Client client(primary->url(), options);
   Mutex held(client, "renewed", watchdog(scaled(1200ms)));
   auto lease = held.acquire(no_wait());
   ASSERT_TRUE(lease.ok());
@@ -123,7 +126,7 @@ TEST_F(ReplicationAckTest, WaitDoesNotStallTheSharedPipeline) {
   EXPECT_LT(ms_since(t0), scaled(1500ms)) << "PING waited behind WAIT";
   auto r = pending.get();
   EXPECT_EQ(r.code(), errc::not_replicated);
-  // Renewals went on meanwhile (1.2 s TTL, 2.5 s in WAIT).
+  // Renewals went on meanwhile (a 1.2 s TTL while 2.5 s in WAIT, both scaled).
   EXPECT_TRUE(lease->held());
 }
 
