@@ -94,6 +94,16 @@ AttemptFn script_attempt(std::shared_ptr<ClientCore> core, std::shared_ptr<const
                        if (ack.replicas > 0) return acknowledge(core, spec, ack, what(), std::move(a), report);
                        core->active_leases_.fetch_add(1);
                        core->renewals().add(a.lease);
+                       if (BootClock::now() >= a.lease->valid_until()) {
+                         // The reply came back after the lease's validity had ended (the process
+                         // was paused, or the reply was that late): another owner may hold the
+                         // lock by now, so this is no acquisition. Give the key back (a
+                         // compare-and-delete: it leaves another owner's key alone) and report
+                         // the lock busy, so that a waiter goes on waiting.
+                         release_unwanted(a.lease);
+                         a = Attempt{};
+                         a.kind = Attempt::Kind::busy;
+                       }
                      } else if (code == 0) {
                        a.kind = Attempt::Kind::busy;
                        if (rep[1].integer() >= 0) a.holder_ttl = milliseconds(rep[1].integer());
