@@ -1,6 +1,7 @@
 // A command ready to be written: its RESP encoding and who gets the reply.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <initializer_list>
 #include <span>
@@ -16,8 +17,13 @@ namespace dlock::detail {
 using ReplyHandler = std::function<void(Result<Reply>)>;
 
 struct Command {
-  std::string payload;  // RESP-encoded, possibly several commands? no: exactly one
+  std::string payload;  // RESP-encoded, exactly one command
   ReplyHandler done;
+  // How long the reply may take once written; zero: ClientOptions::command_timeout. Only for
+  // a command the server legitimately holds back: WAIT blocks for up to its own timeout, and
+  // under the plain command_timeout a WAIT longer than that closed its connection as stuck
+  // (errc::timeout) while the server was still waiting, instead of answering not_replicated.
+  std::chrono::milliseconds timeout{0};
 };
 
 // RESP-encodes one command (binary safe), with hiredis's formatter.

@@ -195,7 +195,11 @@ void Connection::enqueue_write(Command&& cmd) {
   // A command without a handler expects no reply of its own (a subscriber's (S)UNSUBSCRIBE,
   // whose confirmations arrive as pushes).
   if (!cmd.done) return schedule_flush();
-  inflight_.push_back(Pending{std::move(cmd.done), BootClock::now() + options_.command_timeout});
+  // Deadlines need not rise along the queue (a WAIT's may be later than that of a command
+  // written after it): only the oldest command is timed, so one queued behind a WAIT is judged
+  // at the WAIT's deadline at the earliest, command_timeout after the WAIT's answer was due.
+  const auto limit = cmd.timeout.count() > 0 ? cmd.timeout : options_.command_timeout;
+  inflight_.push_back(Pending{std::move(cmd.done), BootClock::now() + limit, limit});
   if (!timeout_armed_) arm_timeout();
   schedule_flush();
 }
@@ -285,7 +289,7 @@ void Connection::arm_timeout() {
     if (inflight_.empty()) return;
     if (inflight_.front().deadline <= BootClock::now()) {
       return fail(Error(errc::timeout, "no reply from " + name_ + " within " +
-                                           std::to_string(options_.command_timeout.count()) +
+                                           std::to_string(inflight_.front().limit.count()) +
                                            " ms; connection closed"),
                   true);
     }

@@ -79,6 +79,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   struct Pending {
     ReplyHandler done;
     BootClock::time_point deadline;
+    std::chrono::milliseconds limit;  // what `deadline` allows (for the timeout message)
   };
 
   void connect();
