@@ -168,14 +168,18 @@ void ClientCore::wait_replicas(const ReplicationAck& ack, const std::string& key
                                std::function<void(Result<long long>)> done) {
   const auto what = "WAIT " + std::to_string(ack.replicas) + " " + std::to_string(ack.timeout.count());
   ReplyHandler on_reply = [what, done = std::move(done)](Result<Reply> r) {
-    if (!r.ok()) return done(r.error());
+    if (!r.ok()) return done(Error(r.code(), what + ": " + r.error().what()));
     if (r->is_error()) return done(Error(classify_error_reply(*r), what + ": " + r->str()));
     if (!r->is_integer()) return done(Error(errc::protocol, what + ": unexpected reply " + r->to_string()));
     done(r->integer());
   };
-  std::string payload = format_command({"WAIT", std::to_string(ack.replicas), std::to_string(ack.timeout.count())});
-  if (cluster_) return cluster_->wait_on(key, std::move(payload), std::move(on_reply));
-  ack_connection().send(Command{std::move(payload), std::move(on_reply)});
+  // The server holds the reply for up to the ack timeout: the reply gets command_timeout on top
+  // of that, or a WAIT at least as long as command_timeout would close the acknowledgement
+  // connection as stuck (errc::timeout) instead of answering (errc::not_replicated).
+  Command wait{format_command({"WAIT", std::to_string(ack.replicas), std::to_string(ack.timeout.count())}),
+               std::move(on_reply), ack.timeout + options_.command_timeout};
+  if (cluster_) return cluster_->wait_on(key, std::move(wait));
+  ack_connection().send(std::move(wait));
 }
 
 const Script& ClientCore::cluster_variant(const Script& s) {

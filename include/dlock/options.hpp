@@ -67,6 +67,15 @@ struct TlsOptions {
 // WAITAOF (fsync acknowledgement) needs Redis 7.2 and is not used. On Cluster, each node has
 // its own acknowledgement connection and WAIT counts that shard's replicas; during a slot
 // migration an acknowledged acquisition waits for it to end (within command_timeout).
+//
+// Blocking: an acknowledged acquisition takes its script's round trip plus up to `timeout` in
+// WAIT; that is the only wait errc::not_replicated costs. ClientOptions::command_timeout does not
+// cap WAIT (the server legitimately holds its reply for up to `timeout`): WAIT's reply may take
+// `timeout` + command_timeout, so any `timeout`, also one longer than command_timeout, ends in
+// not_replicated when too few replicas answer. Only a server that does not answer WAIT within
+// that sum fails the acquisition with errc::timeout (the acknowledgement connection is then
+// closed and reopened, like any connection whose command timed out). Acquisitions of one Client
+// share that connection, one WAIT at a time: while replicas are missing, each waits in turn.
 struct ReplicationAck {
   // Replicas that must acknowledge each acquisition. 0: off (the default).
   unsigned replicas = 0;
@@ -78,7 +87,8 @@ struct ClientOptions {
   // Time to open a TCP/unix connection and finish the TLS handshake and AUTH/SELECT/SETNAME.
   milliseconds connect_timeout{3000};
   // Time a command may wait for its reply. A command that times out closes its connection,
-  // because a pipelined reply stream cannot be resynchronised.
+  // because a pipelined reply stream cannot be resynchronised. ReplicationAck's WAIT gets its
+  // own timeout on top (see ReplicationAck).
   milliseconds command_timeout{3000};
   // Command connections per node. Commands from all threads are pipelined over these; there is
   // no connection per lock or per thread. The subscriber connection comes on top.

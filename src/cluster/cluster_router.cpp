@@ -129,11 +129,11 @@ void ClusterRouter::dispatch_acked(const std::shared_ptr<Routed>& r) {
   }});
 }
 
-void ClusterRouter::wait_on(const std::string& key, std::string wait_payload, ReplyHandler done) {
-  if (closed_) return done(Error(errc::shutdown, "client is shut down"));
+void ClusterRouter::wait_on(const std::string& key, Command wait) {
+  if (closed_) return wait.done(Error(errc::shutdown, "client is shut down"));
   Node* n = slots_[key_slot(key)];
   if (n == nullptr) n = any_node();
-  ack_connection(*n).send(Command{std::move(wait_payload), std::move(done)});
+  ack_connection(*n).send(std::move(wait));
 }
 
 void ClusterRouter::send_to(const NodeEndpoint& ep, std::string payload, ReplyHandler done) {

@@ -1,8 +1,13 @@
 // ReplicationAck (WAIT after acquiring) against a real primary with a real replica.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <future>
 #include <optional>
+#include <sstream>
+#include <string>
+#include <system_error>
+#include <vector>
 
 #include "dlock/dlock.hpp"
 #include "support/lock_helpers.hpp"
@@ -15,6 +20,33 @@ namespace dlock::test {
 namespace {
 
 using namespace std::chrono_literals;
+
+// CLIENT LIST lines of `p`'s server for which `pred(line)` holds: their ids.
+template <class Pred>
+std::vector<std::string> client_ids(RawConnection& p, Pred pred) {
+  std::vector<std::string> ids;
+  std::istringstream list(p.cmd({"CLIENT", "LIST"}));
+  for (std::string line; std::getline(list, line);) {
+    if (line.rfind("id=", 0) != 0 || !pred(line)) continue;
+    ids.push_back(line.substr(3, line.find(' ') - 3));
+  }
+  return ids;
+}
+
+// The id of the one connection whose last command was WAIT (the acknowledgement connection);
+// empty unless there is exactly one.
+std::string waiting_client_id(RawConnection& p) {
+  auto ids = client_ids(p, [](const std::string& l) { return l.find(" cmd=wait") != std::string::npos; });
+  return ids.size() == 1 ? ids.front() : std::string();
+}
+
+// The id of a connection blocked in WAIT right now; empty if none.
+std::string blocked_in_wait(RawConnection& p) {
+  auto ids = client_ids(p, [](const std::string& l) {
+    return l.find(" cmd=wait") != std::string::npos && l.find(" flags=b ") != std::string::npos;
+  });
+  return ids.empty() ? std::string() : ids.front();
+}
 
 class ReplicationAckTest : public ::testing::Test {
  protected:
@@ -33,6 +65,7 @@ class ReplicationAckTest : public ::testing::Test {
   }
   void TearDown() override {
     if (replica) replica->resume();
+    if (primary) primary->resume();
   }
   // Generous by default: on a loaded machine a healthy replica may take a while to acknowledge.
   static ClientOptions acked(unsigned n, std::chrono::milliseconds timeout = scaled(3000ms)) {
@@ -107,11 +140,9 @@ TEST_F(ReplicationAckTest, PerLockOverride) {
 // WAIT blocks its connection: it must not be the one everything else uses.
 TEST_F(ReplicationAckTest, WaitDoesNotStallTheSharedPipeline) {
   // Scaled: under a sanitizer on a loaded machine an unscaled 1.2 s lease can miss renewals for
-  // reasons that have nothing to do with WAIT. The WAIT itself must end before its command's
-  // own timeout, or the acquisition fails with errc::timeout instead of not_replicated.
-  ClientOptions options = acked(1, scaled(2500ms));
-  options.command_timeout = scaled(2500ms) + 2000ms;
-  Client client(primary->url(), options);
+  // reasons that have nothing to do with WAIT. (Scaled, the WAIT outlasts the 3 s
+  // command_timeout: that is fine, WAIT has a timeout of its own on top.)
+  Client client(primary->url(), acked(1, scaled(2500ms)));
   Mutex held(client, "renewed", watchdog(scaled(1200ms)));
   auto lease = held.acquire(no_wait());
   ASSERT_TRUE(lease.ok());
@@ -128,6 +159,107 @@ TEST_F(ReplicationAckTest, WaitDoesNotStallTheSharedPipeline) {
   EXPECT_EQ(r.code(), errc::not_replicated);
   // Renewals went on meanwhile (a 1.2 s TTL while 2.5 s in WAIT, both scaled).
   EXPECT_TRUE(lease->held());
+}
+
+// WAIT is held by the server for up to the ack timeout: a longer ack timeout than
+// command_timeout once made every unacknowledged acquisition fail with errc::timeout (the
+// connection's command_timeout closed the acknowledgement connection mid-WAIT) instead of
+// errc::not_replicated, and cost the connection.
+TEST_F(ReplicationAckTest, AckTimeoutLongerThanCommandTimeoutEndsInNotReplicated) {
+  ClientOptions options = acked(1);
+  options.command_timeout = scaled(1000ms);
+  options.replication_ack.timeout = options.command_timeout + 1500ms;
+  const auto ack_timeout = options.replication_ack.timeout;
+  Client client(primary->url(), options);
+  Mutex m(client, "long-ack");
+  // An acknowledged acquisition first, so the acknowledgement connection exists (its last
+  // command is WAIT: that is how CLIENT LIST tells it from the others).
+  {
+    auto warm = m.acquire(no_wait());
+    ASSERT_TRUE(warm.ok()) << warm.error().what();
+    ASSERT_TRUE(warm->release().ok());
+  }
+  RawConnection p(*primary);
+  const std::string ack_conn = waiting_client_id(p);
+  ASSERT_FALSE(ack_conn.empty()) << p.cmd({"CLIENT", "LIST"});
+
+  replica->pause();
+  for (int round = 0; round < 2; ++round) {
+    const auto t0 = SteadyClock::now();
+    auto lease = m.acquire(no_wait());
+    const auto took = ms_since(t0);
+    ASSERT_FALSE(lease.ok()) << "round " << round;
+    EXPECT_EQ(lease.code(), errc::not_replicated) << "round " << round << ": " << lease.error().what();
+    EXPECT_NE(lease.error().what().find("0 of 1"), std::string::npos) << lease.error().what();
+    // The server's answer at the ack timeout, not the client giving up.
+    EXPECT_GE(took, ack_timeout - 10ms) << "round " << round;
+    EXPECT_LT(took, ack_timeout + options.command_timeout) << "round " << round;
+    // Undone, as for a short ack timeout.
+    EXPECT_TRUE(eventually([&] { return p.cmd({"EXISTS", key_of("long-ack")}) == "0"; }, scaled(3s)));
+    EXPECT_EQ(client.active_leases(), 0u);
+    // The acknowledgement connection was not closed: the same one ran this round's WAIT.
+    EXPECT_EQ(waiting_client_id(p), ack_conn) << "round " << round << ": " << p.cmd({"CLIENT", "LIST"});
+  }
+
+  // And it serves the next acquisition once the replica is back.
+  replica->resume();
+  std::string last;
+  EXPECT_TRUE(eventually(
+      [&] {
+        auto again = m.acquire(no_wait());
+        if (!again.ok()) last = again.error().what();
+        return again.ok();
+      },
+      scaled(10s), 50ms))
+      << last;
+  EXPECT_EQ(waiting_client_id(p), ack_conn) << p.cmd({"CLIENT", "LIST"});
+}
+
+// The WAIT's own deadline still catches a server that stops answering, and says how long it
+// waited: ack timeout + command_timeout, not command_timeout.
+TEST_F(ReplicationAckTest, PrimaryHungInWaitTimesOutAfterAckTimeoutPlusCommandTimeout) {
+  ClientOptions options = acked(1);
+  options.command_timeout = scaled(800ms);
+  options.replication_ack.timeout = scaled(2500ms);
+  const auto limit = options.replication_ack.timeout + options.command_timeout;
+  Client client(primary->url(), options);
+  Mutex m(client, "hung-in-wait");
+  replica->pause();
+  const auto t0 = SteadyClock::now();
+  auto pending = std::async(std::launch::async, [&] { return m.acquire(no_wait()); });
+  {
+    // Stopped while WAIT blocks on it, well before the WAIT's own timeout would answer it.
+    RawConnection p(*primary);
+    ASSERT_TRUE(eventually([&] { return !blocked_in_wait(p).empty(); }, options.replication_ack.timeout / 2, 5ms))
+        << p.cmd({"CLIENT", "LIST"});
+  }
+  primary->pause();
+  ASSERT_EQ(pending.wait_for(limit + scaled(5s)), std::future_status::ready);
+  const auto took = ms_since(t0);
+  primary->resume();
+  auto lease = pending.get();
+  ASSERT_FALSE(lease.ok());
+  EXPECT_EQ(lease.code(), errc::timeout) << lease.error().what();
+  EXPECT_NE(lease.error().what().find("within " + std::to_string(limit.count()) + " ms"), std::string::npos)
+      << lease.error().what();
+  EXPECT_GE(took, limit);
+}
+
+// A per-lock ack timeout goes through the same WAIT: longer than command_timeout is fine.
+TEST_F(ReplicationAckTest, PerLockOverrideLongerThanCommandTimeout) {
+  ClientOptions options;
+  options.command_timeout = scaled(800ms);
+  Client client(primary->url(), options);  // off for the client
+  LeaseOptions lo;
+  lo.replication_ack = ReplicationAck{1, options.command_timeout + 1000ms};
+  Mutex strict(client, "strict-long", lo);
+  replica->pause();
+  const auto t0 = SteadyClock::now();
+  auto lease = strict.acquire(no_wait());
+  EXPECT_EQ(lease.code(), errc::not_replicated) << (lease.ok() ? "acquired" : lease.error().what());
+  EXPECT_GE(ms_since(t0), lo.replication_ack->timeout - 10ms);
+  RawConnection p(*primary);
+  EXPECT_TRUE(eventually([&] { return p.cmd({"EXISTS", key_of("strict-long")}) == "0"; }, scaled(3s)));
 }
 
 // On Cluster each shard's replicas acknowledge their primary's writes (3 primaries, 1 replica
@@ -151,6 +283,30 @@ TEST(ReplicationAckCluster, WaitsForTheShardsReplicas) {
   EXPECT_EQ(refused.code(), errc::not_replicated) << refused.error().what();
   RawConnection owner(cluster.node(cluster.owner_of_key(key_of("acked-two"))));
   EXPECT_TRUE(eventually([&] { return owner.cmd({"EXISTS", key_of("acked-two")}) == "0"; }, scaled(3s)));
+
+  // The shard's own acknowledgement connection gives WAIT its own deadline too: an ack timeout
+  // longer than command_timeout, replicas stopped, ends in not_replicated (was errc::timeout).
+  ClientOptions quick;
+  quick.command_timeout = scaled(1000ms);
+  quick.replication_ack = ReplicationAck{1, quick.command_timeout + 1000ms};
+  Client impatient(cluster.url(), quick);
+  Mutex long_ack(impatient, "acked-long");
+  const auto primaries = cluster.primaries();
+  std::vector<std::size_t> replicas;
+  for (std::size_t i = 0; i < cluster.size(); ++i) {
+    if (std::find(primaries.begin(), primaries.end(), i) == primaries.end()) replicas.push_back(i);
+  }
+  ASSERT_EQ(replicas.size(), 3u);
+  for (auto i : replicas) cluster.node(i).pause();
+  const auto t0 = SteadyClock::now();
+  auto unacked = long_ack.acquire(no_wait());
+  const auto took = ms_since(t0);
+  for (auto i : replicas) cluster.node(i).resume();
+  ASSERT_FALSE(unacked.ok());
+  EXPECT_EQ(unacked.code(), errc::not_replicated) << unacked.error().what();
+  EXPECT_GE(took, quick.replication_ack.timeout - 10ms);
+  RawConnection long_owner(cluster.node(cluster.owner_of_key(key_of("acked-long"))));
+  EXPECT_TRUE(eventually([&] { return long_owner.cmd({"EXISTS", key_of("acked-long")}) == "0"; }, scaled(3s)));
 }
 
 }  // namespace
