@@ -23,6 +23,13 @@ Result<void> validate(const ClientOptions& o) {
     return Error(errc::invalid_argument, "client_name must not contain spaces or newlines");
   }
   if (o.max_queued_commands == 0) return Error(errc::invalid_argument, "max_queued_commands must be positive");
+  // Redis reads WAIT's timeout 0 as "block forever", and refuses a negative one; the timeout
+  // means nothing while acknowledgement is off (replicas 0).
+  if (o.replication_ack.replicas > 0 && o.replication_ack.timeout.count() <= 0) {
+    return Error(errc::invalid_argument, "replication_ack.timeout must be positive, not " +
+                                             std::to_string(o.replication_ack.timeout.count()) +
+                                             " ms (WAIT 0 blocks forever)");
+  }
   return {};
 }
 

@@ -167,6 +167,12 @@ void ClientCore::eval_acknowledged(const Script& s, std::string payload, ReplyHa
 void ClientCore::wait_replicas(const ReplicationAck& ack, const std::string& key,
                                std::function<void(Result<long long>)> done) {
   const auto what = "WAIT " + std::to_string(ack.replicas) + " " + std::to_string(ack.timeout.count());
+  // WAIT 0 blocks forever. The Client's option is refused at construction; this catches a
+  // per-lock LeaseOptions::replication_ack, before a WAIT that would never end is sent.
+  if (ack.timeout.count() <= 0) {
+    return done(Error(errc::invalid_argument, "replication_ack.timeout must be positive, not " +
+                                                  std::to_string(ack.timeout.count()) + " ms (WAIT 0 blocks forever)"));
+  }
   ReplyHandler on_reply = [what, done = std::move(done)](Result<Reply> r) {
     if (!r.ok()) return done(Error(r.code(), what + ": " + r.error().what()));
     if (r->is_error()) return done(Error(classify_error_reply(*r), what + ": " + r->str()));

@@ -262,6 +262,43 @@ TEST_F(ReplicationAckTest, PerLockOverrideLongerThanCommandTimeout) {
   EXPECT_TRUE(eventually([&] { return p.cmd({"EXISTS", key_of("strict-long")}) == "0"; }, scaled(3s)));
 }
 
+// Redis reads WAIT's timeout 0 as "forever", and refuses a negative one.
+TEST(ReplicationAckOptions, NonPositiveTimeoutIsInvalid) {
+  RedisServer server;
+  for (auto bad : {0ms, -5ms}) {
+    ClientOptions o;
+    o.replication_ack = ReplicationAck{1, bad};
+    try {
+      Client client(server.url(), o);
+      ADD_FAILURE() << bad.count() << " ms: accepted";
+    } catch (const std::system_error& e) {
+      EXPECT_EQ(e.code(), std::error_code(errc::invalid_argument)) << e.what();
+      EXPECT_NE(std::string(e.what()).find("replication_ack.timeout must be positive"), std::string::npos)
+          << e.what();
+    }
+  }
+  // Off (no replicas): the timeout is never used, so it is not checked.
+  ClientOptions off;
+  off.replication_ack = ReplicationAck{0, 0ms};
+  EXPECT_NO_THROW(Client(server.url(), off));
+
+  // A per-lock override: the acquisition fails at once (never a WAIT 0), and is undone.
+  Client client(server.url());
+  LeaseOptions lo;
+  lo.replication_ack = ReplicationAck{1, 0ms};
+  Mutex m(client, "ack-zero", lo);
+  const auto t0 = SteadyClock::now();
+  auto lease = m.acquire(no_wait());
+  ASSERT_FALSE(lease.ok());
+  EXPECT_EQ(lease.code(), errc::invalid_argument) << lease.error().what();
+  EXPECT_NE(lease.error().what().find("replication_ack.timeout must be positive"), std::string::npos)
+      << lease.error().what();
+  EXPECT_LT(ms_since(t0), scaled(1000ms));
+  RawConnection raw(server);
+  EXPECT_EQ(raw.cmd({"EXISTS", key_of("ack-zero")}), "0");
+  EXPECT_EQ(client.active_leases(), 0u);
+}
+
 // On Cluster each shard's replicas acknowledge their primary's writes (3 primaries, 1 replica
 // each): one replica is enough, two cannot be had.
 TEST(ReplicationAckCluster, WaitsForTheShardsReplicas) {
