@@ -328,6 +328,13 @@ TEST(ReplicationAckCluster, WaitsForTheShardsReplicas) {
   quick.replication_ack = ReplicationAck{1, quick.command_timeout + 1000ms};
   Client impatient(cluster.url(), quick);
   Mutex long_ack(impatient, "acked-long");
+  {
+    // Slot map known and the shard's acknowledgement connection up before the replicas stop:
+    // a command sent to a stopped seed while the map is unknown would time out instead.
+    auto warm = long_ack.acquire(no_wait());
+    ASSERT_TRUE(warm.ok()) << warm.error().what();
+    ASSERT_TRUE(warm->release().ok());
+  }
   const auto primaries = cluster.primaries();
   std::vector<std::size_t> replicas;
   for (std::size_t i = 0; i < cluster.size(); ++i) {
