@@ -4,6 +4,7 @@
 #include <optional>
 #include <random>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "client_core.hpp"
@@ -200,7 +201,7 @@ class FairWaitOp final : public std::enable_shared_from_this<FairWaitOp> {
       return;
     }
     // The last try answered "busy" ran before the release's SET: its send time is a safe start.
-    deliver(Lease(make_lease(token, last_busy_sent_.value_or(first_enqueue_sent_))));
+    accept(make_lease(token, last_busy_sent_.value_or(first_enqueue_sent_)));
   }
 
   // 'released', or the subscription was made again (messages may have been lost): try now.
@@ -214,6 +215,38 @@ class FairWaitOp final : public std::enable_shared_from_this<FairWaitOp> {
 
  private:
   void cancel() { give_up(Error(errc::cancelled, "waiting for " + spec_->what + " was cancelled")); }
+
+  // An acquisition (a try's reply, or a 'granted' message) ends the wait, unless it reached us
+  // after the lease's validity had ended: the process was paused, or the reply or the message
+  // was that slow. Then another waiter may hold the lock by now, with a higher token, so it is
+  // no acquisition (as script_attempt.hpp's refuse_late does for the other kinds): released
+  // again (fair_release compares the owner token, and hands the lock on to the next live
+  // waiter), and only then does the wait go on, as after a busy try.
+  void accept(std::shared_ptr<LeaseRecord> lease) {
+    if (BootClock::now() < lease->valid_until()) return deliver(Lease(std::move(lease)));
+    sleeping_ = false;
+    timer_.cancel();
+    refusing_ = true;
+    release_unwanted(lease, [self = shared_from_this()] { self->after_refusal(); });
+  }
+
+  void after_refusal() {
+    refusing_ = false;
+    if (delivered_) return;
+    // An acquisition took our place out of the queue (fair_acquire.lua, fair_release.lua): the
+    // next try queues anew, and its send time is the one that bounds a later handover's lease.
+    enqueued_ = false;
+    last_busy_sent_.reset();
+    if (finished_) return deliver_pending();  // given up while the release was in flight
+    if (single_) {
+      return deliver(Error(errc::busy, spec_->what + " was taken too late (the reply came after the lease's validity ended); released again"));
+    }
+    if (deadline_ && BootClock::now() >= *deadline_) {
+      return give_up(Error(errc::timeout, "timed out waiting for " + spec_->what));
+    }
+    if (!subscribed_) return subscribe();
+    try_now(true);
+  }
 
   std::shared_ptr<LeaseRecord> make_lease(std::uint64_t token, BootClock::time_point sent) {
     auto lease = std::make_shared<LeaseRecord>(core_, spec_->name, owner_, FencingToken{token}, spec_->hold,
@@ -240,6 +273,8 @@ class FairWaitOp final : public std::enable_shared_from_this<FairWaitOp> {
 
   void on_reply(Result<Reply> r, BootClock::time_point sent) {
     try_in_flight_ = false;
+    // Used here or never: a refused lease (accept) lets the wait go on with later tries.
+    const std::optional<std::uint64_t> granted = std::exchange(granted_, std::nullopt);
     enum class Kind { acquired, busy, failed, unknown } kind = Kind::failed;
     std::shared_ptr<LeaseRecord> lease;
     long long hint = -1;
@@ -276,16 +311,16 @@ class FairWaitOp final : public std::enable_shared_from_this<FairWaitOp> {
       if (enqueued_ || kind == Kind::unknown) return dequeue([self = shared_from_this()] { self->deliver_pending(); });
       return deliver_pending();
     }
-    if (granted_ && kind != Kind::acquired) {
+    if (granted && kind != Kind::acquired) {
       // A release handed us the lock while this try was in flight. A "busy" try ran before that
       // handover, so its send time bounds the lease; after any other outcome, the first try that
       // joined the queue (the handover needed our place) does.
       const auto start = kind == Kind::busy ? sent : first_enqueue_sent_;
-      return deliver(Lease(make_lease(*granted_, start)));
+      return accept(make_lease(*granted, start));
     }
     switch (kind) {
       case Kind::acquired:
-        return deliver(Lease(std::move(lease)));
+        return accept(std::move(lease));
       case Kind::failed:
       case Kind::unknown:
         // Leave no place (nor, after an unknown outcome, a lock) behind; the caller need not wait.
@@ -368,7 +403,7 @@ class FairWaitOp final : public std::enable_shared_from_this<FairWaitOp> {
     }
     // A cancelled caller gets its answer once nothing is left behind, as with Mutex (bounded by
     // the command timeout).
-    if (try_in_flight_) return;  // on_reply cleans up
+    if (try_in_flight_ || refusing_) return;  // on_reply, after_refusal clean up
     if (!enqueued_) return deliver_pending();
     dequeue([self = shared_from_this()] { self->deliver_pending(); });
   }
@@ -424,6 +459,7 @@ class FairWaitOp final : public std::enable_shared_from_this<FairWaitOp> {
   bool subscribed_ = false;     // channel_ subscribed (or asked to be) for this wait
   bool enqueued_ = false;       // a try that joins the queue was sent
   bool try_in_flight_ = false;
+  bool refusing_ = false;       // a late acquisition's release is in flight (accept)
   bool sleeping_ = false;
   bool finished_ = false;       // no more tries: the outcome is decided
   bool delivered_ = false;      // done_ ran

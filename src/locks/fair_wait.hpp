@@ -28,7 +28,12 @@
 //      "acquired" with that handover's token);
 //   5. a wait that ends without the lock (timeout, stop_token, shutdown, an error) leaves the
 //      queue with fair_dequeue, which also drops the lock if a try whose reply never came took it
-//      or a release handed it over just then (and hands it on to the next live waiter).
+//      or a release handed it over just then (and hands it on to the next live waiter);
+//   6. an acquisition that reaches the waiter after its lease's validity ended (a try's reply or
+//      a 'granted' message, late because the process was paused or the link was slow) is none:
+//      another waiter may hold the lock by now. It is released again (fair_release: compared by
+//      owner token, handed on), then the wait goes on with a fresh try that queues it anew; a
+//      one-try acquire reports busy (tests/integration/late_reply_test.cpp).
 //
 // Lease validity after a handover is counted from the send time of a try known to have run
 // before the release's SET (the last try answered "busy"): conservative, by at most the time

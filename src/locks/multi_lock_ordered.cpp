@@ -106,6 +106,14 @@ class OrderedTry : public std::enable_shared_from_this<OrderedTry> {
 
   void finish() {
     Attempt a;
+    if (BootClock::now() >= LeaseTiming::from(spec_->lease).validity_from(sent_)) {
+      // The last group's reply came back after the hold's validity had ended (script_attempt.hpp,
+      // refuse_late): no acquisition. Every group is given back (by owner token: another
+      // owner's keys stay) before the try reports busy; no record was made.
+      a.kind = Attempt::Kind::busy;
+      a.holder_ttl = milliseconds(0);
+      return give_back(spec_->groups.size(), std::move(a));
+    }
     a.kind = Attempt::Kind::acquired;
     // The parent has no scripts of its own: Lease acts on its parts.
     auto parent = std::make_shared<LeaseRecord>(core_, spec_->name, owner_, token_, HoldScripts{}, spec_->lease, sent_);

@@ -9,6 +9,7 @@
 #include "client_core.hpp"
 #include "locks/acquire_op.hpp"
 #include "locks/reentrant_hold.hpp"
+#include "locks/script_attempt.hpp"  // refuse_late
 #include "util/names.hpp"
 
 namespace dlock {
@@ -214,7 +215,13 @@ AcquireRequest ReentrantMutex::request(const std::string& owner, WaitOptions wai
   req.channel = layout_->channel;
   req.what = "ReentrantMutex '" + name_ + "' on " + core_->address().display();
   req.wait = wait;
-  req.attempt = reentrant_attempt(core_, layout_, owner, options_.lease);
+  // A take whose reply came back after its validity ended is given back (its own release: one
+  // decrement, through its latch) and the try reports busy (script_attempt.hpp, refuse_late).
+  req.attempt = [take = reentrant_attempt(core_, layout_, owner, options_.lease)](std::function<void(Attempt)> report) {
+    take([report = std::move(report)](Attempt a) {
+      if (!refuse_late(a, report)) report(std::move(a));
+    });
+  };
   return req;
 }
 

@@ -16,6 +16,8 @@ void acknowledge(const std::shared_ptr<ClientCore>& core, const std::shared_ptr<
     if (acked.ok() && *acked >= static_cast<long long>(ack.replicas)) {
       core->active_leases_.fetch_add(1);
       core->renewals().add(a.lease);
+      // WAIT takes time too: validity may have ended while the replicas were counted.
+      if (refuse_late(a, report)) return;
       return report(std::move(a));
     }
     // Undone first, reported after: a caller that gives up (or exits) on the error must not
@@ -40,6 +42,20 @@ void acknowledge(const std::shared_ptr<ClientCore>& core, const std::shared_ptr<
 }
 
 }  // namespace
+
+bool refuse_late(Attempt& a, const std::function<void(Attempt)>& report) {
+  if (a.kind != Attempt::Kind::acquired || BootClock::now() < a.lease->valid_until()) return false;
+  // Found by FaultScenario.HolderProcessPausedLongerThanItsTtl (under ASan): a waiter whose try
+  // was granted just before its process was paused returned, on resume, a lease whose validity
+  // had long ended, with a token below a later holder's. release_unwanted takes the record out
+  // of the watchdog and out of active_leases() too.
+  auto lease = std::move(a.lease);
+  a = Attempt{};
+  a.kind = Attempt::Kind::busy;
+  a.holder_ttl = milliseconds(0);
+  release_unwanted(lease, [report, busy = std::move(a)]() mutable { report(std::move(busy)); });
+  return true;
+}
 
 AttemptFn script_attempt(std::shared_ptr<ClientCore> core, std::shared_ptr<const ScriptAttemptSpec> spec) {
   return [core, spec](std::function<void(Attempt)> report) {
@@ -94,16 +110,7 @@ AttemptFn script_attempt(std::shared_ptr<ClientCore> core, std::shared_ptr<const
                        if (ack.replicas > 0) return acknowledge(core, spec, ack, what(), std::move(a), report);
                        core->active_leases_.fetch_add(1);
                        core->renewals().add(a.lease);
-                       if (BootClock::now() >= a.lease->valid_until()) {
-                         // The reply came back after the lease's validity had ended (the process
-                         // was paused, or the reply was that late): another owner may hold the
-                         // lock by now, so this is no acquisition. Give the key back (a
-                         // compare-and-delete: it leaves another owner's key alone) and report
-                         // the lock busy, so that a waiter goes on waiting.
-                         release_unwanted(a.lease);
-                         a = Attempt{};
-                         a.kind = Attempt::Kind::busy;
-                       }
+                       if (refuse_late(a, report)) return;
                      } else if (code == 0) {
                        a.kind = Attempt::Kind::busy;
                        if (rep[1].integer() >= 0) a.holder_ttl = milliseconds(rep[1].integer());

@@ -88,4 +88,17 @@ struct ScriptAttemptSpec {
 
 AttemptFn script_attempt(std::shared_ptr<ClientCore> core, std::shared_ptr<const ScriptAttemptSpec> spec);
 
+// A late reply. An acquired try whose reply came back after its lease's validity had ended (the
+// process was paused, or the reply was that slow) is no acquisition: another owner may hold the
+// lock by now, with a higher fencing token. When `a` is such a try, its hold is released again
+// (the kind's release script compares the owner token, so another owner's hold stays) and
+// `report` gets a busy Attempt once that release was answered (a caller that gives up on it
+// finds no hold of its own left behind); returns true. Otherwise returns false and does nothing.
+// The busy Attempt's holder_ttl is zero: the lock may be free now, so a waiter tries again at
+// once (and a Semaphore waiter does not read "no expiry would make room": over its limit).
+// Every kind refuses late acquisitions: script_attempt and ReentrantMutex's tries through this;
+// the ordered MultiLock checks before it makes any record; FairLock, whose handovers are
+// acquisitions too, checks tries and 'granted' messages alike (fair_wait.cpp, accept).
+bool refuse_late(Attempt& a, const std::function<void(Attempt)>& report);
+
 }  // namespace dlock::detail

@@ -145,6 +145,7 @@ void FaultProxy::delay(std::chrono::milliseconds d) {
 }
 void FaultProxy::pause() { set_mode(Mode::pause, std::chrono::milliseconds(0)); }
 void FaultProxy::blackhole() { set_mode(Mode::blackhole, std::chrono::milliseconds(0)); }
+void FaultProxy::hold_replies() { set_mode(Mode::hold_replies, std::chrono::milliseconds(0)); }
 
 void FaultProxy::drop() {
   {
@@ -209,6 +210,8 @@ void FaultProxy::run() noexcept {
 
     const auto now = Clock::now();
     const bool forwarding = mode == Mode::pass || mode == Mode::delay;
+    // hold_replies: only the server's side waits.
+    const bool to_server_flows = forwarding || mode == Mode::hold_replies;
 
     // Build the poll set: the wake fd, the listener, then two entries per connection.
     std::vector<pollfd> fds;
@@ -218,10 +221,11 @@ void FaultProxy::run() noexcept {
     for (Conn& c : conns) {
       short cev = POLLIN;
       short sev = POLLIN;
-      if (forwarding) {
-        if (has_due(c.to_client, now)) cev |= POLLOUT;
+      if (to_server_flows) {
+        if (forwarding && has_due(c.to_client, now)) cev |= POLLOUT;
         if (has_due(c.to_server, now)) sev |= POLLOUT;
         for (const Pipe* p : {&c.to_client, &c.to_server}) {
+          if (!forwarding && p == &c.to_client) continue;
           if (!p->queue.empty() && p->queue.front().due > now) {
             auto wait = std::chrono::ceil<std::chrono::milliseconds>(p->queue.front().due - now);
             if (timeout.count() < 0 || wait < timeout) timeout = wait;
@@ -268,6 +272,7 @@ void FaultProxy::run() noexcept {
     }
 
     const bool forward_now = mode == Mode::pass || mode == Mode::delay;
+    const bool forward_to_server = forward_now || mode == Mode::hold_replies;
     const auto after = Clock::now();
     std::size_t i = 2;
     for (Conn& c : conns) {
@@ -289,8 +294,8 @@ void FaultProxy::run() noexcept {
         pipe->queue.push_back(Chunk{after + (mode == Mode::delay ? delay : std::chrono::milliseconds(0)),
                                     std::move(got), 0});
       }
-      if (ok && forward_now && c.server >= 0) {
-        ok = flush_due(c.to_server, c.server, after) && flush_due(c.to_client, c.client, after);
+      if (ok && forward_to_server && c.server >= 0) {
+        ok = flush_due(c.to_server, c.server, after) && (!forward_now || flush_due(c.to_client, c.client, after));
       }
       if (!ok) close_conn(c);
     }

@@ -10,6 +10,10 @@
 //              a slow link. delay(0) is pass.
 //   pause      bytes are read and held in the proxy; nothing is forwarded. pass()/delay()
 //              release the held bytes in order: a stall that heals without loss.
+//   hold_replies  bytes to the server flow as they arrive; bytes from the server (replies,
+//              pub/sub messages) are read and held. pass()/delay() release them in order: the
+//              commands ran, their answers come late (a paused client process, a reply stuck
+//              in a congested link). Nothing is lost.
 //   blackhole  new connections are accepted but never connected upstream; bytes of every
 //              connection are read and thrown away: a partition. When the black hole ends,
 //              every connection it swallowed bytes of is closed (its byte stream is broken;
@@ -31,7 +35,7 @@ namespace dlock::test {
 
 class FaultProxy {
  public:
-  enum class Mode { pass, delay, pause, blackhole };
+  enum class Mode { pass, delay, pause, blackhole, hold_replies };
 
   // Listens on 127.0.0.1:<free port>, forwarding to upstream_host:upstream_port (connected
   // anew for every accepted client, so a restarted server on the same port is picked up).
@@ -49,6 +53,7 @@ class FaultProxy {
   void delay(std::chrono::milliseconds d);
   void pause();
   void blackhole();
+  void hold_replies();
   void drop();
 
   Mode mode() const;
