@@ -6,8 +6,10 @@
 // per lock. Create one Client per process (or per Redis deployment) and share it.
 //
 // Thread safety: all members may be called from any thread. Callbacks given to the async_*
-// members run on the Client's event-loop thread and must not block; a blocking member called
-// from that thread fails with errc::called_from_event_loop instead of deadlocking.
+// members run on the Client's event loop and must not block; a blocking member called from a
+// callback fails with errc::called_from_event_loop instead of deadlocking. The loop runs on the
+// Client's own thread, or on a thread blocked in one of its calls meanwhile (one thread at a
+// time; ClientOptions::callers_run_loop), so a callback may run on either.
 #pragma once
 
 #include <functional>
@@ -82,7 +84,9 @@ class Client {
 
   const ServerAddress& address() const noexcept;
   const ClientOptions& options() const noexcept;
-  // True when called on this Client's event-loop thread.
+  // True when called on a thread that runs this Client's event loop now: in its callbacks (the
+  // Client's own thread, or a thread blocked in a call of this Client that runs the loop
+  // meanwhile; see ClientOptions::callers_run_loop).
   bool on_event_loop_thread() const noexcept;
 
   // For lock implementations; not part of the stable API.

@@ -110,6 +110,17 @@ struct ClientOptions {
   // polls, so they never hold off runnable threads); a Client that sees steady traffic keeps its
   // event-loop thread busy. 0 turns polling off (lowest CPU, highest latency). At most 10 ms.
   std::chrono::microseconds busy_poll{100};
+  // A blocking call runs the Client's event loop on the calling thread while it waits, when no
+  // other thread is running it at that moment: it writes its own command and sleeps in the
+  // kernel on the sockets until the reply, as a plain blocking Redis client does, instead of
+  // handing the command to the event-loop thread and being handed the reply back (two thread
+  // hand-overs per call; see docs/BENCHMARKS.md). Meanwhile it runs whatever else the loop has
+  // to do (other callers' replies, renewals, callbacks), and it hands the loop back when its
+  // call returns. So callbacks (on_lost, async completions) run on whichever thread runs the
+  // loop — the Client's own thread or a thread blocked in one of this Client's calls — one at a
+  // time, never two at once; Client::on_event_loop_thread() is true inside them, and they must
+  // not block, as always. false: only the Client's own thread runs the loop.
+  bool callers_run_loop = true;
 };
 
 // How a lease stays alive.
