@@ -1,8 +1,8 @@
 // dlock/client.hpp — the connection to Redis that every lock uses.
 //
-// A Client owns one event-loop thread and a small, fixed number of pipelined connections per
-// Redis node, plus one subscriber connection per node for release notifications and one renewal
-// scheduler (the watchdog) for all the leases it holds. There is no thread, timer or connection
+// A Client owns one event loop (with a thread of its own) and a small, fixed number of pipelined
+// connections per Redis node, plus one subscriber connection per node for release notifications
+// and one renewal scheduler (the watchdog) for all the leases it holds. There is no thread, timer or connection
 // per lock. Create one Client per process (or per Redis deployment) and share it.
 //
 // Thread safety: all members may be called from any thread. Callbacks given to the async_*
@@ -58,7 +58,7 @@ class Client {
   // failures are errc::connection or errc::timeout. Cancellable through `stop`.
   Result<Reply> command(std::vector<std::string> args, std::stop_token stop = {});
 
-  // async_command(): the same without blocking; `done` runs on the event-loop thread.
+  // async_command(): the same without blocking; `done` runs on the event loop (see Client).
   void async_command(std::vector<std::string> args, std::function<void(Result<Reply>)> done);
 
   // primaries()
