@@ -67,7 +67,7 @@ Result<Reply> Client::command(std::vector<std::string> args, std::stop_token sto
                     }));
   }
   core_->send(detail::format_command(args), [wait](Result<Reply> r) { wait->set(std::move(r)); });
-  return to_result(wait->wait(core_->busy_poll()), where);
+  return to_result(wait->wait(*core_), where);
 }
 
 std::vector<ServerAddress> Client::primaries() const {
@@ -96,7 +96,7 @@ Result<Reply> Client::command_on(const ServerAddress& node, std::vector<std::str
   core_->post([core = core_, node, payload = detail::format_command(args), wait]() mutable {
     core->send_to(node, std::move(payload), [wait](Result<Reply> r) { wait->set(std::move(r)); });
   });
-  return to_result(wait->wait(core_->busy_poll()), where);
+  return to_result(wait->wait(*core_), where);
 }
 
 void Client::async_command(std::vector<std::string> args, std::function<void(Result<Reply>)> done) {
@@ -121,7 +121,7 @@ Result<void> Client::ping(milliseconds timeout) {
     if (left.count() <= 0) return last;
     auto wait = std::make_shared<detail::SyncWait<Result<Reply>>>();
     core_->send(detail::format_command({"PING"}), [wait](Result<Reply> r) { wait->set(std::move(r)); });
-    auto r = wait->wait_for(left, core_->busy_poll());
+    auto r = wait->wait_for(left, *core_);
     if (!r) return last;  // still no answer at the deadline (the command itself runs on)
     auto reply = to_result(std::move(*r), "PING on " + core_->address().display());
     if (reply.ok()) return {};

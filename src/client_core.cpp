@@ -18,6 +18,21 @@
 namespace dlock::detail {
 namespace {
 
+// The ClientCore whose loop this thread runs now (the own thread: always; a caller: while it
+// runs the loop in drive_until()).
+thread_local const ClientCore* t_running_loop = nullptr;
+
+// A short pause for a polling loop: lets the sibling hyperthread (or the hypervisor) run.
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  for (int i = 0; i < 32; ++i) __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  for (int i = 0; i < 32; ++i) asm volatile("yield");
+#else
+  std::this_thread::yield();
+#endif
+}
+
 std::string host_name() {
   std::array<char, 256> buf{};
   if (::gethostname(buf.data(), buf.size() - 1) != 0) return "unknown-host";
@@ -206,7 +221,7 @@ void ClientCore::start() {
   std::promise<void> started;
   auto ready = started.get_future();
   thread_ = std::thread([this, &started] {
-    loop_thread_id_.store(std::this_thread::get_id());
+    t_running_loop = this;
     started.set_value();
     run_loop();
     loop_exited_.set_value();
@@ -219,27 +234,133 @@ void ClientCore::start() {
   });
 }
 
-// The event loop. With busy polling it keeps asking the kernel for events without sleeping for
-// options_.busy_poll after the last one, so a command posted or a reply arriving in that window
-// is handled without a thread wake-up (ClientOptions::busy_poll says why and what it costs).
+bool ClientCore::on_loop_thread() const noexcept { return t_running_loop == this; }
+
+// The own thread: runs the loop whenever no caller does. Holding it, it polls for events (busy
+// polling, ClientOptions::busy_poll) and then sleeps in the kernel; it lets go when a caller asks
+// and sleeps until the caller hands the loop back.
 void ClientCore::run_loop() {
-  const auto budget = options_.busy_poll;
-  if (budget.count() <= 0) {
-    io_.run();
-    return;
-  }
-  using clock = std::chrono::steady_clock;
-  auto last_event = clock::now();
-  while (!io_.stopped()) {
-    if (io_.poll() > 0) {
-      last_event = clock::now();
-    } else if (clock::now() - last_event < budget) {
+  for (;;) {
+    int owner = loop_free;
+    if (!loop_owner_.compare_exchange_strong(owner, loop_own_thread, std::memory_order_acquire)) {
+      // A caller runs the loop: sleep until it hands it back (a caller that only asked for it
+      // and then took it goes the same way; one that gave up leaves it free).
+      const unsigned seen = loop_handbacks_.load(std::memory_order_acquire);
+      if (loop_owner_.load(std::memory_order_acquire) == loop_caller) loop_handbacks_.wait(seen);
+      if (io_.stopped() && loop_owner_.load() != loop_free) return;  // shutdown() gave up waiting
+      continue;
+    }
+    const bool stopped = run_owned();
+    loop_owner_.store(loop_free, std::memory_order_release);
+    if (stopped) return;
+    // A caller asked for the loop: let it take it before bidding again.
+    while (loop_owner_.load(std::memory_order_acquire) == loop_free && loop_wanted_.load() > 0) {
       std::this_thread::yield();
-    } else {
-      if (io_.run_one() == 0) break;  // sleeps until the next event; 0: stopped
-      last_event = clock::now();
     }
   }
+}
+
+bool ClientCore::run_owned() {
+  using clock = std::chrono::steady_clock;
+  const auto budget = options_.busy_poll;
+  auto last_event = clock::now();
+  for (;;) {
+    if (loop_wanted_.load() > 0) return false;
+    if (io_.poll() > 0) {
+      last_event = clock::now();
+      continue;
+    }
+    if (io_.stopped()) return true;  // poll() stops the loop when it has run out of work
+    if (clock::now() - last_event < budget) {
+      std::this_thread::yield();
+      continue;
+    }
+    // Sleep in the kernel until the next event. A caller that asks meanwhile sees loop_sleeping_
+    // and waits for this thread as before (seq_cst: of the two stores, each side sees the other's).
+    loop_sleeping_.store(true);
+    if (loop_wanted_.load() > 0) {
+      loop_sleeping_.store(false);
+      return false;
+    }
+    const std::size_t ran = io_.run_one();
+    loop_sleeping_.store(false);
+    if (ran == 0) return true;  // stopped
+    last_event = clock::now();
+  }
+}
+
+bool ClientCore::take_loop() {
+  using clock = std::chrono::steady_clock;
+  loop_wanted_.fetch_add(1);
+  bool got = false;
+  // The own thread, awake, lets go within one pass of its loop; don't wait longer than a few
+  // of those (it may be running a long batch of handlers, or be preempted).
+  const auto give_up = clock::now() + std::chrono::microseconds(50);
+  for (;;) {
+    int owner = loop_free;
+    if (loop_owner_.compare_exchange_weak(owner, loop_caller, std::memory_order_acquire)) {
+      got = true;
+      break;
+    }
+    // Another caller runs the loop (it runs this caller's handlers too), or the own thread sleeps
+    // in the kernel and this caller's command has just woken it: waiting for it is what the
+    // caller would do anyway.
+    if (owner == loop_caller || loop_sleeping_.load() || clock::now() >= give_up) break;
+    std::this_thread::yield();
+  }
+  loop_wanted_.fetch_sub(1);
+  return got;
+}
+
+void ClientCore::give_loop_back() {
+  loop_owner_.store(loop_free, std::memory_order_release);
+  loop_handbacks_.fetch_add(1, std::memory_order_release);
+  loop_handbacks_.notify_one();
+}
+
+// A blocking caller runs the loop itself: it writes its command and waits for the reply on the
+// sockets, with no hand-over to another thread and back. It polls for busy_poll after the last
+// event, like the own thread, then sleeps in the kernel until the next one.
+bool ClientCore::drive_until(const std::atomic<bool>& ready, std::chrono::steady_clock::time_point deadline) {
+  if (!options_.callers_run_loop || ready.load(std::memory_order_acquire)) return false;
+  // A thread that runs a loop already (a handler, or a caller inside another Client's handler)
+  // never runs this one too: it would interleave two loops' handlers on one stack.
+  if (t_running_loop != nullptr || !take_loop()) return false;
+  using clock = std::chrono::steady_clock;
+  t_running_loop = this;
+  // Hand the loop back however this ends (a handler that throws included), or the own thread
+  // would sleep for good.
+  struct HandBack {
+    ClientCore* core;
+    ~HandBack() {
+      t_running_loop = nullptr;
+      core->give_loop_back();
+    }
+  } hand_back{this};
+  const auto budget = options_.busy_poll;
+  auto last_event = clock::now();
+  while (!ready.load(std::memory_order_acquire) && !io_.stopped()) {
+    const auto now = clock::now();
+    if (now >= deadline) break;
+    if (io_.poll_one() > 0) {
+      last_event = now;
+      continue;
+    }
+    if (now - last_event < budget) {
+      // No yield here, unlike the own thread's polling: this thread is the only one of the
+      // Client's that is awake (the own thread sleeps while a caller runs the loop), and a yield
+      // hands the CPU to any runnable task on this CPU, niced ones included, for a whole time
+      // slice; on a loaded machine that cost more than it saved (measured: docs/BENCHMARKS.md).
+      cpu_relax();
+      continue;
+    }
+    if (io_.run_one_until(deadline) > 0) last_event = clock::now();
+  }
+  return ready.load(std::memory_order_acquire);
+}
+
+void ClientCore::interrupt() {
+  asio::post(io_, [] {});
 }
 
 std::string ClientCore::new_owner_token() const {
@@ -393,7 +514,11 @@ void ClientCore::shutdown() {
   //    waiting on a handler that never runs. A loop that does not finish in time is stopped.
   asio::post(io_, [this] { close_all(); });
   auto exited = loop_exited_.get_future();
-  if (exited.wait_for(std::chrono::seconds(2)) != std::future_status::ready) io_.stop();
+  if (exited.wait_for(std::chrono::seconds(2)) != std::future_status::ready) {
+    io_.stop();
+    loop_handbacks_.fetch_add(1);  // the own thread may sleep until a caller hands the loop back
+    loop_handbacks_.notify_all();
+  }
   thread_.join();
 }
 

@@ -1,9 +1,17 @@
 // ClientCore: what a dlock::Client is made of. Owns the event loop and its thread, the node's
 // command connections, the Notifier, the RenewalScheduler and the per-lock wait queues.
 //
-// Threading: members marked "any thread" may be called from anywhere; the rest only on the loop
-// thread. Commands from other threads are collected in one queue and handed to the loop with a
-// single post per batch, so concurrent callers share writes (pipelining across callers).
+// Threading: members marked "any thread" may be called from anywhere; the rest only on a thread
+// that runs the loop ("the loop thread"). Commands from other threads are collected in one queue
+// and handed to the loop with a single post per batch, so concurrent callers share writes
+// (pipelining across callers).
+//
+// Who runs the loop: the Client's own thread, except while a blocking caller runs it
+// (ClientOptions::callers_run_loop, LoopDriver): one thread at a time holds the loop
+// (loop_owner_), and only the holder runs handlers, so handlers never run concurrently and
+// "loop thread only" state needs no locks. The own thread hands the loop to a caller that asks
+// while it is awake, and sleeps until the caller hands it back; a caller never waits for the
+// own thread to wake up (when it sleeps in the kernel, the caller waits for it as before).
 #pragma once
 
 #include <asio.hpp>
@@ -23,6 +31,7 @@
 #include "notify/notifier.hpp"
 #include "renewal/renewal_scheduler.hpp"
 #include "scripts/script.hpp"
+#include "util/sync_wait.hpp"
 
 namespace dlock::detail {
 
@@ -33,7 +42,7 @@ struct ScriptVariant;
 class ClusterRouter;
 class SentinelWatcher;
 
-class ClientCore : public std::enable_shared_from_this<ClientCore>, public Connection::Observer {
+class ClientCore : public std::enable_shared_from_this<ClientCore>, public Connection::Observer, public LoopDriver {
  public:
   ClientCore(Deployment deployment, ClientOptions options);
   ~ClientCore() override;
@@ -48,10 +57,14 @@ class ClientCore : public std::enable_shared_from_this<ClientCore>, public Conne
   void eval(const Script& s, const std::vector<std::string>& keys, const std::vector<std::string>& args,
             ReplyHandler done);
   // How long a blocking caller polls for its reply before sleeping (ClientOptions::busy_poll).
-  std::chrono::microseconds busy_poll() const noexcept { return options_.busy_poll; }
+  std::chrono::microseconds busy_poll() const noexcept override { return options_.busy_poll; }
+  // LoopDriver: runs the loop on the calling thread until `ready` (see the threading note above).
+  bool drive_until(const std::atomic<bool>& ready, std::chrono::steady_clock::time_point deadline) override;
+  void interrupt() override;
   // Runs `fn` on the loop thread (posted).
   void post(std::function<void()> fn);
-  bool on_loop_thread() const noexcept { return std::this_thread::get_id() == loop_thread_id_.load(); }
+  // True on the thread that runs the loop now (the own thread, or a caller running it).
+  bool on_loop_thread() const noexcept override;
   bool is_shut_down() const noexcept { return shut_down_.load(); }
   // For messages and the database number: the server (standalone), the first seed (Cluster) or
   // the first sentinel with the primary's database (Sentinel). Fixed for the Client's life.
@@ -115,7 +128,10 @@ class ClientCore : public std::enable_shared_from_this<ClientCore>, public Conne
 
  private:
   void drain();
-  void run_loop();  // the loop thread's body: io_.run(), with busy polling when configured
+  void run_loop();  // the own thread's body: runs the loop whenever no caller does
+  bool run_owned();  // runs it while holding it, until a caller asks (false) or it stopped (true)
+  bool take_loop();  // a caller's bid for the loop; true when it holds it
+  void give_loop_back();
   ReplyHandler with_eval_fallback(const Script& s, const std::string& evalsha_payload, ReplyHandler done);
   void close_all();
   void on_primary(Result<ServerAddress> primary);
@@ -133,7 +149,12 @@ class ClientCore : public std::enable_shared_from_this<ClientCore>, public Conne
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work_;
   std::thread thread_;
   std::promise<void> loop_exited_;
-  std::atomic<std::thread::id> loop_thread_id_{};
+  // Who runs the loop (see the threading note): free, the own thread or a caller.
+  enum LoopOwner : int { loop_free = 0, loop_own_thread = 1, loop_caller = 2 };
+  std::atomic<int> loop_owner_{loop_free};
+  std::atomic<int> loop_wanted_{0};          // callers asking for the loop now
+  std::atomic<bool> loop_sleeping_{false};   // the own thread sleeps in the kernel, holding it
+  std::atomic<unsigned> loop_handbacks_{0};  // bumped when a caller hands it back (the own thread waits on it)
   std::atomic<bool> shut_down_{false};
   std::atomic<bool> keyspace_events_{false};
 

@@ -1,13 +1,15 @@
 // dlock/client.hpp — the connection to Redis that every lock uses.
 //
-// A Client owns one event-loop thread and a small, fixed number of pipelined connections per
-// Redis node, plus one subscriber connection per node for release notifications and one renewal
-// scheduler (the watchdog) for all the leases it holds. There is no thread, timer or connection
+// A Client owns one event loop (with a thread of its own) and a small, fixed number of pipelined
+// connections per Redis node, plus one subscriber connection per node for release notifications
+// and one renewal scheduler (the watchdog) for all the leases it holds. There is no thread, timer or connection
 // per lock. Create one Client per process (or per Redis deployment) and share it.
 //
 // Thread safety: all members may be called from any thread. Callbacks given to the async_*
-// members run on the Client's event-loop thread and must not block; a blocking member called
-// from that thread fails with errc::called_from_event_loop instead of deadlocking.
+// members run on the Client's event loop and must not block; a blocking member called from a
+// callback fails with errc::called_from_event_loop instead of deadlocking. The loop runs on the
+// Client's own thread, or on a thread blocked in one of its calls meanwhile (one thread at a
+// time; ClientOptions::callers_run_loop), so a callback may run on either.
 #pragma once
 
 #include <functional>
@@ -56,7 +58,7 @@ class Client {
   // failures are errc::connection or errc::timeout. Cancellable through `stop`.
   Result<Reply> command(std::vector<std::string> args, std::stop_token stop = {});
 
-  // async_command(): the same without blocking; `done` runs on the event-loop thread.
+  // async_command(): the same without blocking; `done` runs on the event loop (see Client).
   void async_command(std::vector<std::string> args, std::function<void(Result<Reply>)> done);
 
   // primaries()
@@ -82,7 +84,9 @@ class Client {
 
   const ServerAddress& address() const noexcept;
   const ClientOptions& options() const noexcept;
-  // True when called on this Client's event-loop thread.
+  // True when called on a thread that runs this Client's event loop now: in its callbacks (the
+  // Client's own thread, or a thread blocked in a call of this Client that runs the loop
+  // meanwhile; see ClientOptions::callers_run_loop).
   bool on_event_loop_thread() const noexcept;
 
   // For lock implementations; not part of the stable API.

@@ -44,7 +44,7 @@ enum class errc {
   protocol,
   // The Client was shut down (destroyed) while the operation was pending.
   shutdown,
-  // A blocking call was made on the Client's own event-loop thread, where it would deadlock.
+  // A blocking call was made on the Client's event loop (in a callback), where it would deadlock.
   called_from_event_loop,
   // Too many commands queued for one node; the caller should back off.
   overloaded,

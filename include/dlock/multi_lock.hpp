@@ -87,7 +87,7 @@ class MultiLock {
   // wrong_type when any lock key holds another type, connection...).
   Result<Lease> acquire(WaitOptions wait = {}, std::stop_token stop = {});
 
-  // async_acquire(): acquire() without blocking; `done` runs on the event-loop thread.
+  // async_acquire(): acquire() without blocking; `done` runs on the event loop (see Client).
   void async_acquire(WaitOptions wait, std::function<void(Result<Lease>)> done,
                      std::stop_token stop = {});
 

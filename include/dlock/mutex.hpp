@@ -64,7 +64,7 @@ class Mutex {
   // protocol, overloaded, called_from_event_loop, shutdown.
   Result<Lease> acquire(WaitOptions wait = {}, std::stop_token stop = {});
 
-  // async_acquire(): acquire() without blocking; `done` runs on the event-loop thread.
+  // async_acquire(): acquire() without blocking; `done` runs on the event loop (see Client).
   void async_acquire(WaitOptions wait, std::function<void(Result<Lease>)> done,
                      std::stop_token stop = {});
 

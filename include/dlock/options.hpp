@@ -114,15 +114,28 @@ struct ClientOptions {
   TlsOptions tls;
   // For every lock of this Client, unless LeaseOptions::replication_ack says otherwise.
   ReplicationAck replication_ack;
-  // Busy polling, to save thread wake-ups: the Client's event loop keeps polling for work for
-  // this long after its last event before it sleeps in the kernel, and one blocking caller at a
-  // time polls for its reply this long before it sleeps. A sleeping thread costs a wake-up per
-  // hand-over (tens of microseconds on a virtual machine, as much as a Redis round trip), and a
-  // blocking call hands over twice (caller -> event loop -> caller); see docs/BENCHMARKS.md.
-  // Cost: up to this much CPU after each burst of activity (the pollers yield their CPU between
-  // polls, so they never hold off runnable threads); a Client that sees steady traffic keeps its
-  // event-loop thread busy. 0 turns polling off (lowest CPU, highest latency). At most 10 ms.
+  // Busy polling, to save thread wake-ups: whichever thread runs the Client's event loop (see
+  // callers_run_loop) keeps polling for work for this long after its last event before it
+  // sleeps in the kernel, and one blocking caller at a time that does not run the loop polls for
+  // its reply this long before it sleeps. A sleeping thread costs a wake-up per hand-over (tens
+  // of microseconds on a virtual machine, as much as a Redis round trip); see
+  // docs/BENCHMARKS.md. Cost: up to this much CPU after each burst of activity; a Client that
+  // sees steady traffic keeps one thread busy. The Client's own thread and the waiting callers
+  // yield their CPU between polls; a caller running the loop does not (it is then the Client's
+  // only awake thread, and a yield would hand its CPU to any other task for a whole time slice).
+  // 0 turns polling off (lowest CPU, highest latency). At most 10 ms.
   std::chrono::microseconds busy_poll{100};
+  // A blocking call runs the Client's event loop on the calling thread while it waits, when no
+  // other thread is running it at that moment: it writes its own command and sleeps in the
+  // kernel on the sockets until the reply, as a plain blocking Redis client does, instead of
+  // handing the command to the event-loop thread and being handed the reply back (two thread
+  // hand-overs per call; see docs/BENCHMARKS.md). Meanwhile it runs whatever else the loop has
+  // to do (other callers' replies, renewals, callbacks), and it hands the loop back when its
+  // call returns. So callbacks (on_lost, async completions) run on whichever thread runs the
+  // loop — the Client's own thread or a thread blocked in one of this Client's calls — one at a
+  // time, never two at once; Client::on_event_loop_thread() is true inside them, and they must
+  // not block, as always. false: only the Client's own thread runs the loop.
+  bool callers_run_loop = true;
 };
 
 // How a lease stays alive.
@@ -144,9 +157,9 @@ enum class LossReason {
 };
 
 struct LeaseEvents {
-  // Runs once, on the Client's event-loop thread, when the lease is lost. Must not block.
+  // Runs once, on the Client's event loop, when the lease is lost. Must not block.
   std::function<void(LossReason)> on_lost;
-  // Runs on the event-loop thread when renewals have failed long enough that the lease has
+  // Runs on the event loop when renewals have failed long enough that the lease has
   // less than LeaseOptions::at_risk_margin of validity left. A holder should stop writing.
   // Runs again only after a renewal succeeded in between. Must not block.
   std::function<void(milliseconds remaining)> on_at_risk;

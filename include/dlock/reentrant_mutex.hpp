@@ -124,7 +124,7 @@ class ReentrantMutex {
   Result<Lease> acquire(WaitOptions wait = {}, std::stop_token stop = {});
   Result<Lease> acquire(const Owner& owner, WaitOptions wait = {}, std::stop_token stop = {});
 
-  // async_acquire(): acquire() without blocking; `done` runs on the event-loop thread. Without
+  // async_acquire(): acquire() without blocking; `done` runs on the event loop (see Client). Without
   // an Owner, the owner is the thread that calls async_acquire (or Options::owner).
   void async_acquire(WaitOptions wait, std::function<void(Result<Lease>)> done, std::stop_token stop = {});
   void async_acquire(const Owner& owner, WaitOptions wait, std::function<void(Result<Lease>)> done,

@@ -89,7 +89,7 @@ class SharedMutex {
   // waits for it. The Lease's token is the current writer epoch (see above).
   Result<Lease> acquire_shared(WaitOptions wait = {}, std::stop_token stop = {});
 
-  // The same without blocking; `done` runs on the event-loop thread.
+  // The same without blocking; `done` runs on the event loop (see Client).
   void async_acquire(WaitOptions wait, std::function<void(Result<Lease>)> done, std::stop_token stop = {});
   void async_acquire_shared(WaitOptions wait, std::function<void(Result<Lease>)> done,
                             std::stop_token stop = {});

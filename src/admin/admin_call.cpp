@@ -31,7 +31,7 @@ Result<Reply> run_admin_script(Client& client, const Script& script, const std::
   if (core->is_shut_down()) return Error(errc::shutdown, what + ": the client is shut down");
   auto wait = std::make_shared<SyncWait<Result<Reply>>>();
   core->eval(script, keys, args, [wait](Result<Reply> r) { wait->set(std::move(r)); });
-  Result<Reply> r = wait->wait(core->busy_poll());
+  Result<Reply> r = wait->wait(*core);
   if (!r.ok()) return Error(r.code(), what + ": " + r.error().what());
   if (r->is_error()) return Error(admin_error_code(*r), what + ": " + r->str());
   return r;

@@ -401,7 +401,7 @@ Result<Lease> acquire_blocking(const std::shared_ptr<ClientCore>& core, AcquireR
   }
   auto wait = std::make_shared<SyncWait<Result<Lease>>>();
   start_acquire(core, std::move(req), [wait](Result<Lease> r) { wait->set(std::move(r)); }, std::move(stop));
-  return wait->wait(core->busy_poll());
+  return wait->wait(*core);
 }
 
 void release_unwanted(const std::shared_ptr<LeaseRecord>& rec, std::function<void()> then) {

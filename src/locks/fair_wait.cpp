@@ -527,7 +527,7 @@ Result<Lease> fair_acquire_blocking(const std::shared_ptr<ClientCore>& core, std
   }
   auto w = std::make_shared<SyncWait<Result<Lease>>>();
   start_fair_acquire(core, std::move(spec), wait, [w](Result<Lease> r) { w->set(std::move(r)); }, std::move(stop));
-  return w->wait(core->busy_poll());
+  return w->wait(*core);
 }
 
 }  // namespace dlock::detail

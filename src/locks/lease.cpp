@@ -82,7 +82,7 @@ Result<Reply> run_blocking(const std::shared_ptr<LeaseRecord>& rec, const detail
       if (on_loop) on_loop(reply);
       wait->set(std::move(reply));
     });
-    r = wait->wait(rec->core->busy_poll());
+    r = wait->wait(*rec->core);
     if (r.ok() || (r.code() != errc::connection && r.code() != errc::timeout)) break;
   }
   return r;

@@ -46,7 +46,7 @@ Result<Reply> eval_blocking(const std::shared_ptr<ClientCore>& core, const Scrip
   }
   auto wait = std::make_shared<SyncWait<Result<Reply>>>();
   core->eval(s, keys, args, [wait](Result<Reply> reply) { wait->set(std::move(reply)); });
-  return wait->wait(core->busy_poll());
+  return wait->wait(*core);
 }
 
 }  // namespace
@@ -140,7 +140,7 @@ Result<Lease> Semaphore::acquire(std::size_t k, WaitOptions wait, std::stop_toke
   }
   auto result = std::make_shared<SyncWait<Result<Lease>>>();
   start(k, wait, [result](Result<Lease> r) { result->set(std::move(r)); }, std::move(stop));
-  return result->wait(core_->busy_poll());
+  return result->wait(*core_);
 }
 
 void Semaphore::async_acquire(std::size_t k, WaitOptions wait, std::function<void(Result<Lease>)> done,

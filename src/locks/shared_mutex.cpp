@@ -45,7 +45,7 @@ Result<Reply> eval_blocking(const std::shared_ptr<ClientCore>& core, const Scrip
   for (int attempt = 0; attempt < 2; ++attempt) {
     auto wait = std::make_shared<SyncWait<Result<Reply>>>();
     core->eval(s, keys, args, [wait](Result<Reply> reply) { wait->set(std::move(reply)); });
-    r = wait->wait(core->busy_poll());
+    r = wait->wait(*core);
     if (r.ok() || (r.code() != errc::connection && r.code() != errc::timeout)) break;
   }
   return r;
@@ -147,7 +147,7 @@ Result<Lease> SharedMutex::acquire(WaitOptions wait, std::stop_token stop) {
   }
   auto result = std::make_shared<SyncWait<Result<Lease>>>();
   start_write(wait, [result](Result<Lease> r) { result->set(std::move(r)); }, std::move(stop));
-  return result->wait(core_->busy_poll());
+  return result->wait(*core_);
 }
 
 Result<Lease> SharedMutex::acquire_shared(WaitOptions wait, std::stop_token stop) {

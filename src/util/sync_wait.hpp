@@ -1,6 +1,14 @@
 // SyncWait<T>: how a blocking call waits for its asynchronous form. Set once (later sets are
 // ignored), so a cancellation and a late completion can race safely.
 //
+// Why wait() may run the event loop itself: a blocking call made on a caller thread would otherwise
+// hand its command to the Client's event-loop thread and be handed the reply back, two thread
+// hand-overs per call on top of the Redis round trip. With a LoopDriver (the ClientCore), wait()
+// first asks to run the Client's event loop on the calling thread until the value is set — the
+// caller then writes its command and sleeps in the kernel on the sockets itself, as a plain
+// blocking client does — and falls back to waiting for the loop's thread when another thread
+// runs the loop (ClientOptions::callers_run_loop).
+//
 // Why wait() may poll first: a blocking call's reply usually comes back within one Redis round
 // trip, and putting the caller to sleep on a condition variable then costs a futex wake-up on
 // top of it; on a virtual machine, waking a thread on an idle vCPU costs about as much as the
@@ -11,6 +19,7 @@
 // loop, and their calls are pipelined anyway.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -20,6 +29,25 @@
 #include <thread>
 
 namespace dlock::detail {
+
+// Something that can run an event loop on the calling thread (ClientCore).
+class LoopDriver {
+ public:
+  // How long a waiter polls before it sleeps (ClientOptions::busy_poll).
+  virtual std::chrono::microseconds busy_poll() const noexcept = 0;
+  // Runs the event loop on the calling thread until `ready` is true, `deadline` has passed or
+  // the loop stopped. False, at once, when this thread may not run it now (another thread does);
+  // the caller then waits as usual.
+  virtual bool drive_until(const std::atomic<bool>& ready, std::chrono::steady_clock::time_point deadline) = 0;
+  // True on a thread that runs this loop now.
+  virtual bool on_loop_thread() const noexcept = 0;
+  // Wakes a thread that runs the loop and sleeps in the kernel, so it sees `ready` (a value set
+  // from outside the loop: a cancellation).
+  virtual void interrupt() = 0;
+
+ protected:
+  ~LoopDriver() = default;
+};
 
 namespace sync_wait_detail {
 inline std::atomic<int> pollers{0};
@@ -54,9 +82,26 @@ class SyncWait {
       if (value_) return false;
       value_.emplace(std::move(value));
       ready_.store(true, std::memory_order_release);
+      // Set from outside the loop that the waiter runs (else the waiter's own loop set it): the
+      // waiter may be asleep in that loop's kernel wait. Under mu_, so the waiter cannot have
+      // returned (and its Client gone) before the interrupt is posted.
+      if (driver_ != nullptr && !driver_->on_loop_thread()) driver_->interrupt();
     }
     cv_.notify_all();
     return true;
+  }
+  // Blocks until set, running `loop` on this thread meanwhile when it may (see above).
+  T wait(LoopDriver& loop) {
+    drive(loop, std::chrono::steady_clock::time_point::max());
+    return wait(loop.busy_poll());
+  }
+  template <class Rep, class Period>
+  std::optional<T> wait_for(std::chrono::duration<Rep, Period> timeout, LoopDriver& loop) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    drive(loop, deadline);
+    const auto left = deadline - std::chrono::steady_clock::now();
+    return wait_for(std::max<std::chrono::steady_clock::duration>(left, std::chrono::steady_clock::duration::zero()),
+                    loop.busy_poll());
   }
   // Blocks until set. Polls for up to `spin` first (see above).
   T wait(std::chrono::microseconds spin = {}) {
@@ -76,7 +121,19 @@ class SyncWait {
   }
 
  private:
+  void drive(LoopDriver& loop, std::chrono::steady_clock::time_point deadline) {
+    {
+      std::lock_guard lock(mu_);
+      if (value_) return;
+      driver_ = &loop;
+    }
+    loop.drive_until(ready_, deadline);
+    std::lock_guard lock(mu_);
+    driver_ = nullptr;
+  }
+
   std::mutex mu_;
+  LoopDriver* driver_ = nullptr;  // the loop this waiter runs, while it does (under mu_)
   std::condition_variable cv_;
   std::optional<T> value_;
   std::atomic<bool> ready_{false};

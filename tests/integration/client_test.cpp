@@ -835,6 +835,76 @@ TEST(ClientAsync, ErrorsReachTheCallback) {
   EXPECT_EQ(empty.second, std::error_code(errc::invalid_argument));
 }
 
+// A blocking call runs the Client's event loop on its own thread while it waits
+// (ClientOptions::callers_run_loop): the callback of an async command answered while the call
+// waits then runs on the calling thread — still "on the event loop", where blocking calls are
+// refused. One connection, so the async command's reply comes before the blocking call's. The
+// caller gets the loop only when the Client's own thread is awake and lets go in time, so the
+// test tries several times; with the option off, the callback never runs on the caller.
+int callbacks_run_by_the_caller(bool callers_run_loop, int tries, bool stop_at_first) {
+  RedisServer server;
+  ClientOptions o;
+  o.connections_per_node = 1;
+  o.callers_run_loop = callers_run_loop;
+  Client c(server.url(), std::move(o));
+  EXPECT_TRUE(c.ping(3000ms).ok());
+  int on_caller = 0;
+  for (int i = 0; i < tries; ++i) {
+    struct Seen {
+      std::thread::id thread;
+      bool on_loop = false;
+      std::error_code inner;
+    };
+    auto seen = std::make_shared<std::promise<Seen>>();
+    auto fut = seen->get_future();
+    // BLPOP with a timeout holds the connection for 30 ms, so the PING below waits behind it.
+    c.async_command({"BLPOP", "nothing-" + std::to_string(i), "0.03"}, [&c, seen](Result<Reply> r) {
+      EXPECT_TRUE(r.ok()) << describe(r);
+      seen->set_value({std::this_thread::get_id(), c.on_event_loop_thread(), c.command({"PING"}).code()});
+    });
+    auto ping = c.command({"PING"});
+    EXPECT_TRUE(ping.ok()) << describe(ping);
+    EXPECT_EQ(fut.wait_for(3000ms), std::future_status::ready);
+    const Seen s = fut.get();
+    EXPECT_TRUE(s.on_loop);
+    EXPECT_EQ(s.inner, std::error_code(errc::called_from_event_loop));
+    if (s.thread == std::this_thread::get_id()) ++on_caller;
+    if (stop_at_first && on_caller > 0) break;
+  }
+  return on_caller;
+}
+
+TEST(ClientLoop, ABlockingCallRunsTheLoopOnItsThreadWhileItWaits) {
+  EXPECT_GT(callbacks_run_by_the_caller(true, 20, true), 0);
+}
+
+TEST(ClientLoop, WithCallersRunLoopOffOnlyTheClientsThreadRunsIt) {
+  EXPECT_EQ(callbacks_run_by_the_caller(false, 10, false), 0);
+}
+
+// Many threads making blocking calls hand the loop to each other and to the Client's own thread
+// thousands of times; every call still gets its own reply (none lost, none swapped).
+TEST(ClientLoop, CallersHandingTheLoopAroundKeepEveryReplyTheirOwn) {
+  RedisServer server;
+  Client c(server.url());
+  ASSERT_TRUE(c.ping(3000ms).ok());
+  std::atomic<int> wrong{0};
+  {
+    std::vector<std::jthread> pool;
+    for (int t = 0; t < 6; ++t) {
+      pool.emplace_back([&, t] {
+        for (int i = 0; i < 400; ++i) {
+          const std::string v = std::to_string(t) + ":" + std::to_string(i);
+          auto r = c.command({"ECHO", v});
+          if (!r.ok() || r->str() != v) ++wrong;
+          if (i % 50 == 0) std::this_thread::sleep_for(1ms);  // let the own thread fall asleep now and then
+        }
+      });
+    }
+  }
+  EXPECT_EQ(wrong.load(), 0);
+}
+
 // ============================================================================================
 // 10. Pipelining and concurrency
 // ============================================================================================

@@ -1,0 +1,123 @@
+// SyncWait with a LoopDriver: a blocking call runs the event loop on its own thread while it
+// waits (ClientOptions::callers_run_loop). These tests drive SyncWait with a fake loop, so the
+// hand-over rules are checked without a server: the waiter asks the loop first, a value set on
+// the loop's own thread needs no interrupt, a value set from elsewhere interrupts the loop (or
+// the waiter would sleep in it until some unrelated event), and a loop that cannot be run leaves
+// the waiter to the condition variable.
+#include "util/sync_wait.hpp"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+namespace dlock::detail {
+namespace {
+
+using namespace std::chrono_literals;
+using clock = std::chrono::steady_clock;
+
+// A loop that "sleeps in the kernel" (a condition variable) until interrupted or until its
+// deadline, like io_context::run_one_until, and whose handlers run on the driving thread.
+class FakeLoop final : public LoopDriver {
+ public:
+  bool can_drive = true;
+  std::function<void()> handler;  // run once on the driving thread, as a loop handler would be
+
+  std::chrono::microseconds busy_poll() const noexcept override { return 0us; }
+  bool on_loop_thread() const noexcept override { return driving_thread_ == std::this_thread::get_id(); }
+  void interrupt() override {
+    std::lock_guard lock(mu_);
+    ++interrupts_;
+    cv_.notify_all();
+  }
+  bool drive_until(const std::atomic<bool>& ready, clock::time_point deadline) override {
+    ++drives_;
+    if (!can_drive) return false;
+    driving_thread_ = std::this_thread::get_id();
+    if (handler) std::exchange(handler, nullptr)();
+    std::unique_lock lock(mu_);
+    const int seen = interrupts_;
+    // Bounded, so a missing interrupt fails the test instead of hanging it.
+    cv_.wait_until(lock, std::min(deadline, clock::now() + 5s), [&] { return ready.load() || interrupts_ != seen; });
+    driving_thread_ = std::thread::id{};
+    return ready.load();
+  }
+  int interrupts() {
+    std::lock_guard lock(mu_);
+    return interrupts_;
+  }
+  int drives() const { return drives_; }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int interrupts_ = 0;
+  std::atomic<int> drives_{0};
+  std::atomic<std::thread::id> driving_thread_{};
+};
+
+TEST(SyncWaitLoop, ValueSetByTheLoopOnTheWaitersThreadNeedsNoInterrupt) {
+  FakeLoop loop;
+  SyncWait<int> w;
+  loop.handler = [&] { EXPECT_TRUE(w.set(7)); };
+  EXPECT_EQ(w.wait(loop), 7);
+  EXPECT_EQ(loop.drives(), 1);
+  EXPECT_EQ(loop.interrupts(), 0);
+}
+
+TEST(SyncWaitLoop, ValueSetFromAnotherThreadInterruptsTheLoop) {
+  FakeLoop loop;
+  SyncWait<int> w;
+  std::jthread setter([&] {
+    while (loop.drives() == 0) std::this_thread::sleep_for(1ms);
+    std::this_thread::sleep_for(20ms);  // the waiter is asleep in the loop by now
+    w.set(3);
+  });
+  const auto t0 = clock::now();
+  EXPECT_EQ(w.wait(loop), 3);
+  // Without the interrupt the fake loop would sleep its full 5 s.
+  EXPECT_LT(clock::now() - t0, 2s);
+  EXPECT_EQ(loop.interrupts(), 1);
+}
+
+TEST(SyncWaitLoop, AWaiterThatCannotRunTheLoopWaitsAsBefore) {
+  FakeLoop loop;
+  loop.can_drive = false;
+  SyncWait<int> w;
+  std::jthread setter([&] {
+    std::this_thread::sleep_for(20ms);
+    w.set(5);
+  });
+  EXPECT_EQ(w.wait(loop), 5);
+  EXPECT_EQ(loop.drives(), 1);
+  EXPECT_EQ(loop.interrupts(), 0);  // nobody runs the loop for this waiter: nothing to interrupt
+}
+
+TEST(SyncWaitLoop, AValueSetBeforeTheWaitSkipsTheLoop) {
+  FakeLoop loop;
+  SyncWait<int> w;
+  w.set(9);
+  EXPECT_FALSE(w.set(10));  // the first value stays
+  EXPECT_EQ(w.wait(loop), 9);
+  EXPECT_EQ(loop.drives(), 0);
+}
+
+TEST(SyncWaitLoop, WaitForEndsAtItsDeadlineWhileRunningTheLoop) {
+  FakeLoop loop;
+  SyncWait<int> w;
+  const auto t0 = clock::now();
+  EXPECT_FALSE(w.wait_for(100ms, loop).has_value());
+  const auto took = clock::now() - t0;
+  EXPECT_GE(took, 100ms);
+  EXPECT_LT(took, 2s);
+  EXPECT_EQ(loop.drives(), 1);
+  // A value set later is still delivered once.
+  EXPECT_TRUE(w.set(1));
+  EXPECT_EQ(w.wait(loop), 1);
+}
+
+}  // namespace
+}  // namespace dlock::detail
