@@ -62,6 +62,10 @@ class Mutex {
   // Errors: busy (timeout zero and held), timeout, cancelled (stop requested), wrong_type,
   // connection, auth (also an ACL denial inside the script), server (OOM, READONLY...), script,
   // protocol, overloaded, called_from_event_loop, shutdown.
+  // Not returned: a lease whose validity ended before its reply came back (a stalled network
+  // or process). Such a late acquisition is given back (compare-and-delete) before acquire()
+  // goes on: a one-try acquire reports busy, a waiting one keeps waiting. The same holds for
+  // every lock kind.
   Result<Lease> acquire(WaitOptions wait = {}, std::stop_token stop = {});
 
   // async_acquire(): acquire() without blocking; `done` runs on the event loop (see Client).

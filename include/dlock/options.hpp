@@ -81,8 +81,8 @@ struct ReplicationAck {
   unsigned replicas = 0;
   // How long WAIT may block; the acquisition fails after it. Must be positive when `replicas` is
   // not 0 (Redis reads WAIT's 0 as "forever"): errc::invalid_argument otherwise, thrown by the
-  // Client's constructor for ClientOptions::replication_ack, and returned by the acquisition
-  // (after releasing what it took) for a LeaseOptions::replication_ack override.
+  // Client's constructor for ClientOptions::replication_ack, and by the lock's constructor for a
+  // LeaseOptions::replication_ack override.
   milliseconds timeout{200};
 };
 

@@ -54,6 +54,12 @@ inline Result<void> validate_lease(const LeaseOptions& o) {
   if (o.at_risk_margin.count() < 0 || o.at_risk_margin >= o.ttl) {
     return Error(errc::invalid_argument, "at-risk margin must be shorter than the lease TTL");
   }
+  // As for ClientOptions::replication_ack: Redis reads WAIT's timeout 0 as "block forever".
+  if (o.replication_ack && o.replication_ack->replicas > 0 && o.replication_ack->timeout.count() <= 0) {
+    return Error(errc::invalid_argument, "replication_ack.timeout must be positive, not " +
+                                             std::to_string(o.replication_ack->timeout.count()) +
+                                             " ms (WAIT 0 blocks forever)");
+  }
   return {};
 }
 
