@@ -67,9 +67,10 @@ int run(int argc, char** argv) {
   const bool con = wants(o, "contended");
   const bool wd = wants(o, "watchdog");
   const bool kinds = wants(o, "kinds") && !kinds_to_run(o).empty();
-  // A scenario's targets compare it with the floor: measure what it needs.
-  const bool need_rtt = floor || con || kinds;
+  // A scenario's targets compare it with the floor: measure what it needs. The round trip is
+  // measured whenever any floor is, as it tells each round's floor mode (fast or slow).
   const bool need_pairs = floor || unc || kinds;
+  const bool need_rtt = floor || con || kinds || need_pairs;
 
   RawRedis admin(o.redis_url);
   const std::string version = redis_version(admin);
@@ -80,6 +81,7 @@ int run(int argc, char** argv) {
 
   Report report;
   if (need_rtt || need_pairs) add_floor_rows(report, multi);
+  report.set_floor_modes(floor_rtt_id, o.fast_floor_us);
   const std::vector<int> try_threads{1, 64};
   if (unc) {
     for (int t : o.uncontended_threads) add_uncontended_row(report, "", "dlock Mutex", t, "thread", multi);
@@ -110,7 +112,8 @@ int run(int argc, char** argv) {
     if (need_rtt) {
       auto rt = floor_round_trip(o.redis_url, o.warmup, o.duration);
       report.record(floor_rtt_id, rt.p50_us);
-      progress("  floor round trip        p50 %.1f us (%.0f/s)\n", rt.p50_us, rt.per_second);
+      progress("  floor round trip        p50 %.1f us (%.0f/s): %s mode\n", rt.p50_us, rt.per_second,
+               rt.p50_us < o.fast_floor_us ? "fast" : "slow");
     }
     if (need_pairs) {
       for (int c : {1, multi}) {
@@ -223,6 +226,7 @@ int run(int argc, char** argv) {
   meta.set("redlock_nodes", split_urls(o.redlock_urls).size());
   meta.set("errors", errors);
   doc.set("meta", meta);
+  doc.set("floor_modes", report.floor_modes_json());
   doc.set("rows", report.rows_json());
   doc.set("peers", peers);
   doc.set("details", details);
@@ -236,9 +240,10 @@ int run(int argc, char** argv) {
   } else {
     std::printf("\n");
     report.print_table(stdout);
-    std::printf("\n%d of %d targets met%s; medians of %d repeats (min–max), ratios against this run's floor.\n",
+    std::printf("\n%d of %d targets met%s; medians of %d repeats (min–max); ratios are medians of per-round "
+                "ratios against the same round's floor; floor-relative verdicts: %s.\n",
                 report.judged() - report.failed(), report.judged(), report.failed() == 0 ? "" : " (see FAIL rows)",
-                o.repeats);
+                o.repeats, report.floor_modes().judged_text().c_str());
     if (errors != 0) std::printf("%llu operations failed or leases were lost during the run (see stderr).\n", errors);
   }
   admin.delete_matching("bench:*");
