@@ -4,6 +4,7 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <ctime>
 #include <exception>
@@ -85,6 +86,9 @@ int run(int argc, char** argv) {
   const std::vector<int> try_threads{1, 64};
   if (unc) {
     for (int t : o.uncontended_threads) add_uncontended_row(report, "", "dlock Mutex", t, "thread", multi);
+    const bool one_thread = std::find(o.uncontended_threads.begin(), o.uncontended_threads.end(), 1) !=
+                            o.uncontended_threads.end();
+    if (one_thread) add_uncontended_vs_spin_row(report);
     report.add(Row{"uncontended.t1.cmds", "2 uncontended: client commands per pair, 1 thread", "dlock Mutex", "cmds", 2, {},
                    {}, {}, 0, {}, {}});
     for (int t : try_threads) {
@@ -122,13 +126,20 @@ int run(int argc, char** argv) {
         errors += fp.errors;
         progress("  floor %d connection%s    %.0f pairs/s\n", c, c == 1 ? " " : "s", fp.pairs_per_second);
       }
+      auto sp = spinning_floor_pairs(o.redis_url, o.warmup, o.duration);
+      report.record(floor_spin_id, sp.pairs_per_second);
+      errors += sp.errors;
+      progress("  floor 1 conn, spinning  %.0f pairs/s\n", sp.pairs_per_second);
     }
     if (unc) {
       for (int t : o.uncontended_threads) {
         auto u = uncontended_pairs(o.redis_url, t, AcquireStyle::waiting, o.warmup, o.duration);
         report.record(uncontended_id("", t), u.pairs_per_second);
         errors += u.errors;
-        if (t == 1) report.record("uncontended.t1.cmds", u.commands_per_pair);
+        if (t == 1) {
+          report.record("uncontended.t1.cmds", u.commands_per_pair);
+          report.record(uncontended_vs_spin_id, u.pairs_per_second);
+        }
         details.set("uncontended.t" + std::to_string(t) + ".r" + std::to_string(round), counts_json(u.commands));
         progress("  dlock %2d thread%s        %.0f pairs/s, %.2f commands/pair\n", t, t == 1 ? " " : "s",
                  u.pairs_per_second, u.commands_per_pair);
