@@ -21,7 +21,8 @@ FloorPairs floor_pairs(const std::string& url, int connections, double warmup, d
 
 // The 1-connection pair loop on a non-blocking socket: each request is written, then the reply
 // is awaited by retrying read() (yielding the CPU between empty reads) until hiredis's reader has
-// a whole reply. Same commands, same token shape, same checks as floor_pairs().
+// a whole reply, for up to dlock's default busy-poll time (then it sleeps in poll(), as dlock
+// does). Same commands, same token shape, same checks as floor_pairs().
 FloorPairs spinning_floor_pairs(const std::string& url, double warmup, double duration);
 
 struct RoundTrip {

@@ -125,6 +125,15 @@ int run(int argc, char** argv) {
         report.record(floor_pairs_id(c), fp.pairs_per_second);
         errors += fp.errors;
         progress("  floor %d connection%s    %.0f pairs/s\n", c, c == 1 ? " " : "s", fp.pairs_per_second);
+        if (c == 1 && fp.pairs_per_second > 0) {
+          // The round's mode comes from PING alone; this is the same question asked of the
+          // pair loop (two commands per pair), so that a round where the two disagree (the
+          // machine disturbed one of them, not a mode) can be spotted in the details.
+          Json f = Json::object();
+          f.set("pair_round_trip_us", 1e6 / (2 * fp.pairs_per_second));
+          details.set("floor.c1.r" + std::to_string(round), f);
+          progress("                          (%.1f us per command)\n", 1e6 / (2 * fp.pairs_per_second));
+        }
       }
       auto sp = spinning_floor_pairs(o.redis_url, o.warmup, o.duration);
       report.record(floor_spin_id, sp.pairs_per_second);
