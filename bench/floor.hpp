@@ -1,7 +1,10 @@
 // bench/floor.hpp — scenario 1, the floor: what a lock/unlock pair costs with nothing but a
 // blocking hiredis connection (SET k v NX PX, then EVALSHA compare-and-delete: two dependent
 // round trips), on 1 connection and on N connections from N threads; and the round-trip time
-// of a single command (PING).
+// of a single command (PING). Plus, for information, the same 1-connection pair loop with a
+// client that busy-polls its socket instead of blocking in read(): the floor without the cost of
+// waking a sleeping thread (and a halted vCPU), which is what a busy-polling client such as dlock
+// (ClientOptions::busy_poll) pays instead.
 #pragma once
 
 #include <string>
@@ -15,6 +18,12 @@ struct FloorPairs {
 
 // `connections` threads, each with its own blocking connection and its own key.
 FloorPairs floor_pairs(const std::string& url, int connections, double warmup, double duration);
+
+// The 1-connection pair loop on a non-blocking socket: each request is written, then the reply
+// is awaited by retrying read() (yielding the CPU between empty reads) until hiredis's reader has
+// a whole reply, for up to dlock's default busy-poll time (then it sleeps in poll(), as dlock
+// does). Same commands, same token shape, same checks as floor_pairs().
+FloorPairs spinning_floor_pairs(const std::string& url, double warmup, double duration);
 
 struct RoundTrip {
   double p50_us = 0;   // median PING round trip

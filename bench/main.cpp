@@ -4,6 +4,7 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <ctime>
 #include <exception>
@@ -67,9 +68,10 @@ int run(int argc, char** argv) {
   const bool con = wants(o, "contended");
   const bool wd = wants(o, "watchdog");
   const bool kinds = wants(o, "kinds") && !kinds_to_run(o).empty();
-  // A scenario's targets compare it with the floor: measure what it needs.
-  const bool need_rtt = floor || con || kinds;
+  // A scenario's targets compare it with the floor: measure what it needs. The round trip is
+  // measured whenever any floor is, as it tells each round's floor mode (fast or slow).
   const bool need_pairs = floor || unc || kinds;
+  const bool need_rtt = floor || con || kinds || need_pairs;
 
   RawRedis admin(o.redis_url);
   const std::string version = redis_version(admin);
@@ -80,9 +82,13 @@ int run(int argc, char** argv) {
 
   Report report;
   if (need_rtt || need_pairs) add_floor_rows(report, multi);
+  report.set_floor_modes(floor_rtt_id, o.fast_floor_us);
   const std::vector<int> try_threads{1, 64};
   if (unc) {
     for (int t : o.uncontended_threads) add_uncontended_row(report, "", "dlock Mutex", t, "thread", multi);
+    const bool one_thread = std::find(o.uncontended_threads.begin(), o.uncontended_threads.end(), 1) !=
+                            o.uncontended_threads.end();
+    if (one_thread) add_uncontended_vs_spin_row(report);
     report.add(Row{"uncontended.t1.cmds", "2 uncontended: client commands per pair, 1 thread", "dlock Mutex", "cmds", 2, {},
                    {}, {}, 0, {}, {}});
     for (int t : try_threads) {
@@ -110,7 +116,8 @@ int run(int argc, char** argv) {
     if (need_rtt) {
       auto rt = floor_round_trip(o.redis_url, o.warmup, o.duration);
       report.record(floor_rtt_id, rt.p50_us);
-      progress("  floor round trip        p50 %.1f us (%.0f/s)\n", rt.p50_us, rt.per_second);
+      progress("  floor round trip        p50 %.1f us (%.0f/s): %s mode\n", rt.p50_us, rt.per_second,
+               rt.p50_us < o.fast_floor_us ? "fast" : "slow");
     }
     if (need_pairs) {
       for (int c : {1, multi}) {
@@ -118,14 +125,30 @@ int run(int argc, char** argv) {
         report.record(floor_pairs_id(c), fp.pairs_per_second);
         errors += fp.errors;
         progress("  floor %d connection%s    %.0f pairs/s\n", c, c == 1 ? " " : "s", fp.pairs_per_second);
+        if (c == 1 && fp.pairs_per_second > 0) {
+          // The round's mode comes from PING alone; this is the same question asked of the
+          // pair loop (two commands per pair), so that a round where the two disagree (the
+          // machine disturbed one of them, not a mode) can be spotted in the details.
+          Json f = Json::object();
+          f.set("pair_round_trip_us", 1e6 / (2 * fp.pairs_per_second));
+          details.set("floor.c1.r" + std::to_string(round), f);
+          progress("                          (%.1f us per command)\n", 1e6 / (2 * fp.pairs_per_second));
+        }
       }
+      auto sp = spinning_floor_pairs(o.redis_url, o.warmup, o.duration);
+      report.record(floor_spin_id, sp.pairs_per_second);
+      errors += sp.errors;
+      progress("  floor 1 conn, spinning  %.0f pairs/s\n", sp.pairs_per_second);
     }
     if (unc) {
       for (int t : o.uncontended_threads) {
         auto u = uncontended_pairs(o.redis_url, t, AcquireStyle::waiting, o.warmup, o.duration);
         report.record(uncontended_id("", t), u.pairs_per_second);
         errors += u.errors;
-        if (t == 1) report.record("uncontended.t1.cmds", u.commands_per_pair);
+        if (t == 1) {
+          report.record("uncontended.t1.cmds", u.commands_per_pair);
+          report.record(uncontended_vs_spin_id, u.pairs_per_second);
+        }
         details.set("uncontended.t" + std::to_string(t) + ".r" + std::to_string(round), counts_json(u.commands));
         progress("  dlock %2d thread%s        %.0f pairs/s, %.2f commands/pair\n", t, t == 1 ? " " : "s",
                  u.pairs_per_second, u.commands_per_pair);
@@ -223,6 +246,7 @@ int run(int argc, char** argv) {
   meta.set("redlock_nodes", split_urls(o.redlock_urls).size());
   meta.set("errors", errors);
   doc.set("meta", meta);
+  doc.set("floor_modes", report.floor_modes_json());
   doc.set("rows", report.rows_json());
   doc.set("peers", peers);
   doc.set("details", details);
@@ -236,9 +260,10 @@ int run(int argc, char** argv) {
   } else {
     std::printf("\n");
     report.print_table(stdout);
-    std::printf("\n%d of %d targets met%s; medians of %d repeats (min–max), ratios against this run's floor.\n",
+    std::printf("\n%d of %d targets met%s; medians of %d repeats (min–max); ratios are medians of per-round "
+                "ratios against the same round's floor; floor-relative verdicts: %s.\n",
                 report.judged() - report.failed(), report.judged(), report.failed() == 0 ? "" : " (see FAIL rows)",
-                o.repeats);
+                o.repeats, report.floor_modes().judged_text().c_str());
     if (errors != 0) std::printf("%llu operations failed or leases were lost during the run (see stderr).\n", errors);
   }
   admin.delete_matching("bench:*");

@@ -17,7 +17,8 @@ with the issue's target ratio and PASS/FAIL, all computed in this one run.
 
 Scenarios (--scenario NAME, repeatable; default: all):
   floor        plain hiredis: SET NX PX + EVALSHA compare-and-delete on 1 blocking connection
-               and on 8 connections from 8 threads; single-command round trip (PING)
+               and on 8 connections from 8 threads; single-command round trip (PING); and, for
+               information, the 1-connection loop busy-polling a non-blocking socket
   uncontended  dlock acquire+release pairs/s, 1/8/64 threads sharing one Client, distinct keys
   contended    8 workers in >= 2 processes on one key, each holding 1 ms: acquisitions/s,
                utilisation, handoff latency p50/p99/max, fairness, commands per acquisition
@@ -27,6 +28,12 @@ Scenarios (--scenario NAME, repeatable; default: all):
                FairLock, SharedMutex writer and reader (uncontended only), Semaphore (1 permit),
                MultiLock (3 names) and Redlock (3 nodes, --redlock; skipped without it)
 A scenario's targets need the floor: running one scenario also measures what it compares to.
+
+Ratios to the floor are taken round by round (each round's floor is measured back to back with
+what is divided by it) and the median of the per-round ratios is judged. Each round's floor is
+classified by its PING p50: fast below --fast-floor-us, slow otherwise; the floor-relative
+targets are judged over the fast rounds when there are any, else over the slow ones (and the
+table says "judged against slow-mode floor only").
 
 Options:
   --redis URL               the server (redis://[user:pass@]host:port[/db] or unix://path)
@@ -47,6 +54,7 @@ Options:
   --watchdog-seconds S      how long the locks are held (default 60, quick 10)
   --watchdog-locks N        locks held in the watchdog scenario (default 10000)
   --redlock URLS            comma list of 3 throwaway servers for Redlock (scripts/bench starts them)
+  --fast-floor-us US        PING p50 below which a round's floor counts as fast (default 30)
   --kinds L                 comma list of scenario-5 kinds (reentrant, fair, shared-writer,
                             shared-reader, semaphore, multi3, redlock; default all)
 )";
@@ -151,6 +159,11 @@ Options parse_options(int argc, char** argv) {
       std::stringstream ss(value());
       std::string k;
       while (std::getline(ss, k, ',')) o.kinds.push_back(k);
+    } else if (a == "--fast-floor-us") {
+      const std::string v = value();
+      char* end = nullptr;
+      o.fast_floor_us = std::strtod(v.c_str(), &end);
+      if (end == v.c_str() || *end != '\0' || !(o.fast_floor_us > 0)) bad(a + " needs a positive number of us, not '" + v + "'");
     } else if (a == "--watchdog-locks") {
       o.watchdog_locks = to_int(a, value(), 1);
     } else {

@@ -16,6 +16,9 @@ struct Options {
   std::vector<std::string> peer_results;  // --peer-results FILE (repeatable): peer driver output
   std::string samples_dir;            // --samples-dir DIR: raw handoff samples for the chart
   int repeats = 3;                    // --repeats N (>= 3)
+  // --fast-floor-us US: a round whose PING p50 is below this ran on the fast floor. Measured on
+  // this VM: fast mode 14-15 us, slow mode 39-62 us; 30 us sits in the gap between them.
+  double fast_floor_us = 30;
 
   // Durations, seconds. Defaults depend on --quick (see parse_options).
   double warmup = 0;                  // --warmup S: before each timed window

@@ -42,6 +42,10 @@ class RawRedis {
   // server given by mistake loses nothing else.
   void delete_matching(const std::string& pattern);
 
+  // The connected socket, for a caller that takes over the connection and does its own I/O
+  // (the spinning floor). Only between whole commands: hiredis must have nothing buffered.
+  int fd() const noexcept { return ctx_->fd; }
+
  private:
   [[noreturn]] void fail(const char* what) const;
   redisContext* ctx_ = nullptr;

@@ -9,6 +9,15 @@ void add_floor_rows(Report& r, int multi) {
   r.add(Row{floor_pairs_id(1), "1 floor: SET NX PX + EVALSHA del, 1 connection", "hiredis", "pairs/s", 0, {}, {}, {}, 0, {}, {}});
   r.add(Row{floor_pairs_id(multi), "1 floor: SET NX PX + EVALSHA del, " + std::to_string(multi) + " connections/threads",
             "hiredis", "pairs/s", 0, {}, {}, {}, 0, {}, {}});
+  // Its ratio to the blocking floor is what waking up costs the blocking client per pair.
+  r.add(Row{floor_spin_id, "1 floor: SET NX PX + EVALSHA del, 1 connection, busy-polling client (spinning floor)",
+            "hiredis, non-blocking fd", "pairs/s", 0, {},
+            Target{K::ratio_info, 0, floor_pairs_id(1), "(info, vs blocking floor)", 0}, {}, 0, {}, {}});
+}
+
+void add_uncontended_vs_spin_row(Report& r) {
+  r.add(Row{uncontended_vs_spin_id, "2 uncontended: acquire+release, 1 thread, vs the spinning floor", "dlock Mutex",
+            "pairs/s", 0, {}, Target{K::ratio_info, 0, floor_spin_id, "(info, vs spinning floor)", 0}, {}, 0, {}, {}});
 }
 
 std::string uncontended_id(const std::string& prefix, int callers) {

@@ -12,8 +12,15 @@ namespace bench {
 // Row ids of the baselines.
 inline const std::string floor_rtt_id = "floor.rtt";
 inline const std::string floor_pairs_id(int connections) { return "floor.pairs.c" + std::to_string(connections); }
+// The spinning floor (1 connection, busy-polled socket): informational, no target uses it.
+inline const std::string floor_spin_id = "floor.spin.c1";
 
+// The floor rows, the spinning floor's among them. The targets stay on the blocking
+// floor; the spinning one is there for the comparison a busy-polling client deserves.
 void add_floor_rows(Report& r, int multi_connections);
+// dlock Mutex, 1 thread, divided by the spinning floor (same values as uncontended_id("", 1)).
+inline const std::string uncontended_vs_spin_id = "uncontended.t1.vs_spin";
+void add_uncontended_vs_spin_row(Report& r);
 
 // `prefix` is "" for dlock and "peer.<slug>." for a peer; `callers` names what runs in
 // parallel ("thread" for dlock and redis-py, "concurrent caller" for Node).
