@@ -325,7 +325,11 @@ bool ClientCore::drive_until(const std::atomic<bool>& ready, std::chrono::steady
   if (!options_.callers_run_loop || ready.load(std::memory_order_acquire)) return false;
   // A thread that runs a loop already (a handler, or a caller inside another Client's handler)
   // never runs this one too: it would interleave two loops' handlers on one stack.
-  if (t_running_loop != nullptr || !take_loop()) return false;
+  if (t_running_loop != nullptr) return false;
+  // With other callers waiting too, the loop's own thread serves them all (their commands share
+  // writes, their replies one read): measured, callers taking turns at running the loop cost
+  // each of them a hand-over to the next and were slower than that (docs/BENCHMARKS.md).
+  if (blocked_callers_.load(std::memory_order_relaxed) > 1 || !take_loop()) return false;
   using clock = std::chrono::steady_clock;
   t_running_loop = this;
   // Hand the loop back however this ends (a handler that throws included), or the own thread
@@ -347,11 +351,13 @@ bool ClientCore::drive_until(const std::atomic<bool>& ready, std::chrono::steady
       continue;
     }
     if (now - last_event < budget) {
-      // No yield here, unlike the own thread's polling: this thread is the only one of the
-      // Client's that is awake (the own thread sleeps while a caller runs the loop), and a yield
-      // hands the CPU to any runnable task on this CPU, niced ones included, for a whole time
-      // slice; on a loaded machine that cost more than it saved (measured: docs/BENCHMARKS.md).
-      cpu_relax();
+      // Alone (no other caller of this Client waiting), no yield, unlike the own thread's
+      // polling: this thread is then the Client's only awake one (the own thread sleeps while a
+      // caller runs the loop), and a yield hands the CPU to any runnable task on this CPU, niced
+      // ones included, for a whole time slice. With other callers waiting, yield: they (and the
+      // server, on a shared machine) need the CPU more than this poller does.
+      if (blocked_callers_.load(std::memory_order_relaxed) > 1) std::this_thread::yield();
+      else cpu_relax();
       continue;
     }
     if (io_.run_one_until(deadline) > 0) last_event = clock::now();

@@ -61,6 +61,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore>, public Conne
   // LoopDriver: runs the loop on the calling thread until `ready` (see the threading note above).
   bool drive_until(const std::atomic<bool>& ready, std::chrono::steady_clock::time_point deadline) override;
   void interrupt() override;
+  void count_waiter(int delta) noexcept override { blocked_callers_.fetch_add(delta, std::memory_order_relaxed); }
   // Runs `fn` on the loop thread (posted).
   void post(std::function<void()> fn);
   // True on the thread that runs the loop now (the own thread, or a caller running it).
@@ -154,7 +155,8 @@ class ClientCore : public std::enable_shared_from_this<ClientCore>, public Conne
   std::atomic<int> loop_owner_{loop_free};
   std::atomic<int> loop_wanted_{0};          // callers asking for the loop now
   std::atomic<bool> loop_sleeping_{false};   // the own thread sleeps in the kernel, holding it
-  std::atomic<unsigned> loop_handbacks_{0};  // bumped when a caller hands it back (the own thread waits on it)
+  std::atomic<unsigned> loop_handbacks_{0};
+  std::atomic<int> blocked_callers_{0};      // callers in a blocking wait (SyncWait) now  // bumped when a caller hands it back (the own thread waits on it)
   std::atomic<bool> shut_down_{false};
   std::atomic<bool> keyspace_events_{false};
 

@@ -41,6 +41,8 @@ class LoopDriver {
   virtual bool drive_until(const std::atomic<bool>& ready, std::chrono::steady_clock::time_point deadline) = 0;
   // True on a thread that runs this loop now.
   virtual bool on_loop_thread() const noexcept = 0;
+  // A blocking caller starts (+1) or ends (-1) waiting on this loop.
+  virtual void count_waiter(int delta) noexcept = 0;
   // Wakes a thread that runs the loop and sleeps in the kernel, so it sees `ready` (a value set
   // from outside the loop: a cancellation).
   virtual void interrupt() = 0;
@@ -92,11 +94,13 @@ class SyncWait {
   }
   // Blocks until set, running `loop` on this thread meanwhile when it may (see above).
   T wait(LoopDriver& loop) {
+    WaiterCount counted(loop);
     drive(loop, std::chrono::steady_clock::time_point::max());
     return wait(loop.busy_poll());
   }
   template <class Rep, class Period>
   std::optional<T> wait_for(std::chrono::duration<Rep, Period> timeout, LoopDriver& loop) {
+    WaiterCount counted(loop);
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     drive(loop, deadline);
     const auto left = deadline - std::chrono::steady_clock::now();
@@ -121,6 +125,14 @@ class SyncWait {
   }
 
  private:
+  struct WaiterCount {
+    LoopDriver& loop;
+    explicit WaiterCount(LoopDriver& l) : loop(l) { loop.count_waiter(1); }
+    ~WaiterCount() { loop.count_waiter(-1); }
+    WaiterCount(const WaiterCount&) = delete;
+    WaiterCount& operator=(const WaiterCount&) = delete;
+  };
+
   void drive(LoopDriver& loop, std::chrono::steady_clock::time_point deadline) {
     {
       std::lock_guard lock(mu_);

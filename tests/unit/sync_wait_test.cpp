@@ -28,6 +28,8 @@ class FakeLoop final : public LoopDriver {
 
   std::chrono::microseconds busy_poll() const noexcept override { return 0us; }
   bool on_loop_thread() const noexcept override { return driving_thread_ == std::this_thread::get_id(); }
+  void count_waiter(int delta) noexcept override { waiters += delta; }
+  std::atomic<int> waiters{0};
   void interrupt() override {
     std::lock_guard lock(mu_);
     ++interrupts_;
@@ -64,6 +66,7 @@ TEST(SyncWaitLoop, ValueSetByTheLoopOnTheWaitersThreadNeedsNoInterrupt) {
   SyncWait<int> w;
   loop.handler = [&] { EXPECT_TRUE(w.set(7)); };
   EXPECT_EQ(w.wait(loop), 7);
+  EXPECT_EQ(loop.waiters.load(), 0);  // counted in, and out again
   EXPECT_EQ(loop.drives(), 1);
   EXPECT_EQ(loop.interrupts(), 0);
 }
