@@ -22,16 +22,6 @@ namespace {
 // runs the loop in drive_until()).
 thread_local const ClientCore* t_running_loop = nullptr;
 
-// A short pause for a polling loop: lets the sibling hyperthread (or the hypervisor) run.
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  for (int i = 0; i < 32; ++i) __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  for (int i = 0; i < 32; ++i) asm volatile("yield");
-#else
-  std::this_thread::yield();
-#endif
-}
 
 std::string host_name() {
   std::array<char, 256> buf{};
@@ -246,6 +236,16 @@ void ClientCore::run_loop() {
       // A caller runs the loop: sleep until it hands it back (a caller that only asked for it
       // and then took it goes the same way; one that gave up leaves it free).
       const unsigned seen = loop_handbacks_.load(std::memory_order_acquire);
+      // Busy polling here too: a caller usually hands the loop back within a round trip, and
+      // taking it back awake saves a wake-up. It also keeps this vCPU awake for the server,
+      // as the own thread's polling does without callers (docs/BENCHMARKS.md: on an idle VM a
+      // request to a server on a halted vCPU costs a wake-up of that vCPU).
+      const auto poll_until = std::chrono::steady_clock::now() + options_.busy_poll;
+      while (loop_handbacks_.load(std::memory_order_acquire) == seen &&
+             loop_owner_.load(std::memory_order_acquire) == loop_caller &&
+             std::chrono::steady_clock::now() < poll_until) {
+        std::this_thread::yield();
+      }
       if (loop_owner_.load(std::memory_order_acquire) == loop_caller) loop_handbacks_.wait(seen);
       if (io_.stopped() && loop_owner_.load() != loop_free) return;  // shutdown() gave up waiting
       continue;
@@ -351,13 +351,7 @@ bool ClientCore::drive_until(const std::atomic<bool>& ready, std::chrono::steady
       continue;
     }
     if (now - last_event < budget) {
-      // Alone (no other caller of this Client waiting), no yield, unlike the own thread's
-      // polling: this thread is then the Client's only awake one (the own thread sleeps while a
-      // caller runs the loop), and a yield hands the CPU to any runnable task on this CPU, niced
-      // ones included, for a whole time slice. With other callers waiting, yield: they (and the
-      // server, on a shared machine) need the CPU more than this poller does.
-      if (blocked_callers_.load(std::memory_order_relaxed) > 1) std::this_thread::yield();
-      else cpu_relax();
+      std::this_thread::yield();
       continue;
     }
     if (io_.run_one_until(deadline) > 0) last_event = clock::now();

@@ -119,11 +119,11 @@ struct ClientOptions {
   // sleeps in the kernel, and one blocking caller at a time that does not run the loop polls for
   // its reply this long before it sleeps. A sleeping thread costs a wake-up per hand-over (tens
   // of microseconds on a virtual machine, as much as a Redis round trip); see
-  // docs/BENCHMARKS.md. Cost: up to this much CPU after each burst of activity; a Client that
-  // sees steady traffic keeps one thread busy. The Client's own thread and the waiting callers
-  // yield their CPU between polls; a caller running the loop does not (it is then the Client's
-  // only awake thread, and a yield would hand its CPU to any other task for a whole time slice).
-  // 0 turns polling off (lowest CPU, highest latency). At most 10 ms.
+  // docs/BENCHMARKS.md. The Client's own thread also polls this long for a caller that runs
+  // the loop to hand it back. Cost: up to this much CPU after each burst of activity; a Client
+  // that sees steady traffic keeps a thread busy. Pollers yield their CPU between polls, so they
+  // never hold off runnable threads. 0 turns polling off (lowest CPU, highest latency). At most
+  // 10 ms.
   std::chrono::microseconds busy_poll{100};
   // A blocking call runs the Client's event loop on the calling thread while it waits, when no
   // other thread is running it at that moment: it writes its own command and sleeps in the
