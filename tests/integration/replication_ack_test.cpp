@@ -48,6 +48,19 @@ std::string blocked_in_wait(RawConnection& p) {
   return ids.empty() ? std::string() : ids.front();
 }
 
+// Once the replica is back (and has caught up), acknowledged acquisitions work again.
+void expect_acquires_again(Mutex& m) {
+  std::string last;
+  EXPECT_TRUE(eventually(
+      [&] {
+        auto again = m.acquire(no_wait());
+        if (!again.ok()) last = again.error().what();
+        return again.ok();
+      },
+      scaled(10s), 50ms))
+      << last;
+}
+
 class ReplicationAckTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -106,15 +119,7 @@ TEST_F(ReplicationAckTest, FailsClosedWhenTheReplicaDoesNotAnswer) {
   EXPECT_EQ(client.active_leases(), 0u);
   // Once the replica is back (and has caught up), acknowledged acquisitions work again.
   replica->resume();
-  std::string last;
-  EXPECT_TRUE(eventually(
-      [&] {
-        auto again = m.acquire(no_wait());
-        if (!again.ok()) last = again.error().what();
-        return again.ok();
-      },
-      scaled(10s), 50ms))
-      << last;
+  expect_acquires_again(m);
 }
 
 TEST_F(ReplicationAckTest, MoreReplicasThanExistFailsClosed) {
@@ -203,15 +208,7 @@ TEST_F(ReplicationAckTest, AckTimeoutLongerThanCommandTimeoutEndsInNotReplicated
 
   // And it serves the next acquisition once the replica is back.
   replica->resume();
-  std::string last;
-  EXPECT_TRUE(eventually(
-      [&] {
-        auto again = m.acquire(no_wait());
-        if (!again.ok()) last = again.error().what();
-        return again.ok();
-      },
-      scaled(10s), 50ms))
-      << last;
+  expect_acquires_again(m);
   EXPECT_EQ(waiting_client_id(p), ack_conn) << p.cmd({"CLIENT", "LIST"});
 }
 
