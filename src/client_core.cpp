@@ -22,7 +22,6 @@ namespace {
 // runs the loop in drive_until()).
 thread_local const ClientCore* t_running_loop = nullptr;
 
-
 std::string host_name() {
   std::array<char, 256> buf{};
   if (::gethostname(buf.data(), buf.size() - 1) != 0) return "unknown-host";
@@ -172,8 +171,9 @@ void ClientCore::eval_acknowledged(const Script& s, std::string payload, ReplyHa
 void ClientCore::wait_replicas(const ReplicationAck& ack, const std::string& key,
                                std::function<void(Result<long long>)> done) {
   const auto what = "WAIT " + std::to_string(ack.replicas) + " " + std::to_string(ack.timeout.count());
-  // WAIT 0 blocks forever. The Client's option is refused at construction; this catches a
-  // per-lock LeaseOptions::replication_ack, before a WAIT that would never end is sent.
+  // WAIT 0 blocks forever. The Client's option and per-lock overrides are refused where they
+  // are given (Client and lock constructors); this guard keeps a WAIT that would never end from
+  // being sent should one ever get through.
   if (ack.timeout.count() <= 0) {
     return done(Error(errc::invalid_argument, "replication_ack.timeout must be positive, not " +
                                                   std::to_string(ack.timeout.count()) + " ms (WAIT 0 blocks forever)"));
