@@ -3,6 +3,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "options.hpp"
+
 namespace bench {
 
 namespace {
@@ -75,10 +77,10 @@ std::vector<std::string> split_urls(const std::string& list) {
 KindClients::KindClients(LockKind kind, const std::string& url, const std::string& redlock_urls) {
   if (kind == LockKind::redlock) {
     if (redlock_urls.empty()) throw std::runtime_error("Redlock needs --redlock URL,URL,URL");
-    owned_ = dlock::Redlock::connect(redlock_urls);
+    owned_ = dlock::Redlock::connect(redlock_urls, client_options());
     stat_urls_ = split_urls(redlock_urls);
   } else {
-    owned_.push_back(std::make_unique<dlock::Client>(url));
+    owned_.push_back(std::make_unique<dlock::Client>(url, client_options()));
     stat_urls_.push_back(url);
   }
   // Connected before any window opens: a connect inside a window would count against the kind.

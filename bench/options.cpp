@@ -57,7 +57,11 @@ Options:
   --fast-floor-us US        PING p50 below which a round's floor counts as fast (default 30)
   --kinds L                 comma list of scenario-5 kinds (reentrant, fair, shared-writer,
                             shared-reader, semaphore, multi3, redlock; default all)
+  --busy-poll-us N          dlock ClientOptions::busy_poll for every Client (default 100)
+  --callers-run-loop on|off dlock ClientOptions::callers_run_loop for every Client (default on)
 )";
+
+dlock::ClientOptions g_client_options;
 
 [[noreturn]] void bad(const std::string& why) {
   std::fprintf(stderr, "dlock-bench: %s\n(see dlock-bench --help)\n", why.c_str());
@@ -91,6 +95,8 @@ std::vector<int> to_list(const std::string& flag, const std::string& v, int min)
 
 }  // namespace
 
+const dlock::ClientOptions& client_options() { return g_client_options; }
+
 const std::vector<std::string>& scenario_names() {
   static const std::vector<std::string> names{"floor", "uncontended", "contended", "watchdog", "kinds"};
   return names;
@@ -105,6 +111,7 @@ bool wants_kind(const Options& o, const std::string& slug) {
 }
 
 Options parse_options(int argc, char** argv) {
+  g_client_options = dlock::ClientOptions{};  // only what this command line says differs
   Options o;
   std::optional<double> warmup, duration, contended, watchdog;
   for (int i = 1; i < argc; ++i) {
@@ -166,11 +173,20 @@ Options parse_options(int argc, char** argv) {
       if (end == v.c_str() || *end != '\0' || !(o.fast_floor_us > 0)) bad(a + " needs a positive number of us, not '" + v + "'");
     } else if (a == "--watchdog-locks") {
       o.watchdog_locks = to_int(a, value(), 1);
+    } else if (a == "--busy-poll-us") {
+      o.busy_poll_us = to_int(a, value(), 0);
+      if (*o.busy_poll_us > 10000) bad(a + " must be at most 10000 (ClientOptions::busy_poll is at most 10 ms)");
+    } else if (a == "--callers-run-loop") {
+      const std::string v = value();
+      if (v != "on" && v != "off") bad(a + " needs on or off, not '" + v + "'");
+      o.callers_run_loop = v == "on";
     } else {
       bad("unknown argument '" + a + "'");
     }
   }
   if (o.redis_url.empty()) bad("--redis URL is required");
+  if (o.busy_poll_us) g_client_options.busy_poll = std::chrono::microseconds(*o.busy_poll_us);
+  if (o.callers_run_loop) g_client_options.callers_run_loop = *o.callers_run_loop;
   for (int p : o.contended_processes) {
     if (p > o.contended_workers) bad("--contended-processes: more processes than workers");
   }

@@ -1,6 +1,8 @@
 // bench/options.hpp — dlock-bench's command line.
 #pragma once
 
+#include <dlock/options.hpp>
+
 #include <optional>
 #include <string>
 #include <vector>
@@ -34,6 +36,11 @@ struct Options {
   int hold_us = 1000;                               // --hold-us N: time each holder keeps the lock
   int watchdog_locks = 10000;                       // --watchdog-locks N
 
+  // The dlock Clients' options (every scenario): defaults unless these switches say otherwise,
+  // for A/B runs of the library's own knobs in the same footing as the table.
+  std::optional<long> busy_poll_us;                 // --busy-poll-us N: ClientOptions::busy_poll
+  std::optional<bool> callers_run_loop;             // --callers-run-loop on|off
+
   // Scenario 5 (kinds).
   std::string redlock_urls;                         // --redlock URL,URL,URL: Redlock's nodes
   std::vector<std::string> kinds;                   // --kinds LIST (slugs); empty: all
@@ -42,7 +49,12 @@ struct Options {
 };
 
 // Parses argv; on --help prints usage and exits 0, on a bad argument prints why and exits 64.
+// Also sets client_options() from the switches above.
 Options parse_options(int argc, char** argv);
+
+// The ClientOptions every dlock Client of this run is made with (set by parse_options, before
+// any scenario runs or forks).
+const dlock::ClientOptions& client_options();
 
 // The scenario names, in the order they run.
 const std::vector<std::string>& scenario_names();

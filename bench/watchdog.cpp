@@ -15,6 +15,7 @@
 
 #include "clock.hpp"
 #include "commandstats.hpp"
+#include "options.hpp"
 #include "process_stats.hpp"
 #include "raw_redis.hpp"
 #include "shared_region.hpp"
@@ -28,7 +29,7 @@ WatchdogResult run_here(const WatchdogConfig& cfg) {
   admin.delete_matching("dlock:{bench:w:*");
   WatchdogResult r;
 
-  auto client = std::make_unique<dlock::Client>(cfg.url);
+  auto client = std::make_unique<dlock::Client>(cfg.url, client_options());
   if (auto ok = client->ping(); !ok) throw std::runtime_error("dlock client cannot reach the server: " + ok.error().what());
   {
     // Warm up the allocator and the Client's one-time state with one lock taken and released.
