@@ -3,6 +3,9 @@
 // unit-tested with an injected time and no server.
 //
 //   event              state                          decision
+//   registered         watchdog (acquire sent)        first due at sent + renew_interval, or
+//                                                     now if that has passed
+//   registered         fixed TTL                      first look at valid_until
 //   due                now >= valid_until             lose (expired)
 //   due                fixed TTL                      wait until valid_until
 //   due                watchdog, no renewal in flight renew; next check when at risk, then at
@@ -15,6 +18,7 @@
 // be reported again only after a renewal succeeded.
 #pragma once
 
+#include <algorithm>
 #include <optional>
 
 #include "renewal/lease_timing.hpp"
@@ -44,8 +48,14 @@ class RenewalPolicy {
   const LeaseTiming& timing() const noexcept { return timing_; }
   LeaseMode mode() const noexcept { return mode_; }
 
+  // `now` is when the lease reaches the scheduler, which may be long after its acquire was sent
+  // (a WAIT for replicas, a slow reply): the first renewal is due one renew_interval after the
+  // *send*, as after a renewal, and at once if that has passed. Counting from `now` instead let a
+  // lease whose acquisition took longer than ttl - renew_interval expire before its first renewal.
   time_point first_due(const RenewalState& s, time_point now) const {
-    return mode_ == LeaseMode::watchdog ? now + timing_.renew_interval : s.valid_until;
+    if (mode_ != LeaseMode::watchdog) return s.valid_until;
+    const time_point sent = s.valid_until - (timing_.ttl - timing_.drift);
+    return std::max(sent + timing_.renew_interval, now);
   }
 
   RenewalStep on_due(RenewalState& s, time_point now) const {

@@ -376,6 +376,37 @@ TEST_P(LateReplyKinds, WaitingAcquisitionGetsAFreshLease) {
   EXPECT_TRUE(k.clean(*raw, name));
 }
 
+// A slow answer that still comes within the lease's validity: the lease is returned, and its
+// first renewal is due one renew_interval after the acquire was *sent*. It was once counted from
+// the answer, so an acquisition slower than ttl - renew_interval (a WAIT for a replica, a loaded
+// machine) expired before its first renewal: ReplicationAckTest.WaitDoesNotStallTheSharedPipeline
+// failed that way on a busy CI machine.
+TEST_P(LateReplyKinds, SlowAnswerWithinValidityIsRenewedInTime) {
+  const Kind& k = GetParam();
+  const std::string name = "slow-answer";
+  dlock::LeaseOptions lease;
+  lease.mode = dlock::LeaseMode::watchdog;
+  lease.ttl = 3000ms;            // valid until send + 2,968 ms (drift 32 ms)
+  lease.renew_interval = 2000ms;  // first renewal due at send + 2 s
+  Locker lock = k.make(*late, name, lease);
+  Outcome out;
+  start_late(k, name, lock, dlock::test::no_wait(), out);
+  // Answered 1.3 s after the send (and after the server ran it, which was later): counted from
+  // the answer, the first renewal would be due after the lease's end.
+  std::this_thread::sleep_for(1300ms);
+  const auto answered = std::chrono::steady_clock::now();
+  proxy->pass();
+  auto r = out.get(scaled(5000ms));
+  ASSERT_TRUE(r.has_value()) << "the acquisition never finished";
+  ASSERT_TRUE(r->ok()) << k.label << ": " << r->error().what();
+  const dlock::Lease& got = r->value();
+  // Past the end of the first validity (and past a first renewal counted from the answer).
+  std::this_thread::sleep_until(answered + 2300ms);
+  EXPECT_TRUE(got.held()) << k.label << ": lost before its first renewal";
+  EXPECT_TRUE(k.held_by(*raw, name, got.owner())) << k.label << ": the key expired on the server";
+  EXPECT_TRUE(r->value().release().ok());
+}
+
 INSTANTIATE_TEST_SUITE_P(Kinds, LateReplyKinds,
                          ::testing::Values(mutex_kind(), reentrant_kind(), writer_kind(), reader_kind(),
                                            semaphore_kind(), fair_kind(), multi_kind(false), multi_kind(true)),

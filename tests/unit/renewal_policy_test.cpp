@@ -143,13 +143,35 @@ TEST(RenewalPolicy, Accessors) {
   EXPECT_EQ(p.timing().renew_interval, milliseconds(2000));
 }
 
-TEST(RenewalPolicy, FirstDueWatchdogIsOneRenewIntervalAfterNow) {
+TEST(RenewalPolicy, FirstDueWatchdogIsOneRenewIntervalAfterTheAcquireWasSent) {
   const RenewalPolicy p = watchdog();
   const RenewalState s = acquired(p, t0);
   EXPECT_EQ(s.valid_until, t0 + milliseconds(29698));
   EXPECT_FALSE(s.renew_in_flight);
   EXPECT_FALSE(s.at_risk_reported);
-  EXPECT_EQ(p.first_due(s, t0 + milliseconds(5)), t0 + milliseconds(10005));
+  // Registered 5 ms after the send: due at send + renew_interval, as after a renewal.
+  EXPECT_EQ(p.first_due(s, t0 + milliseconds(5)), t0 + milliseconds(10000));
+}
+
+// An acquisition whose reply took long (WAIT for a replica, a loaded machine) reaches the
+// scheduler late. Counting the first renewal from then once let a 1.2 s lease whose acquire took
+// 880 ms expire before its first renewal (due at 880 + 400 ms, validity ended at 1,188 ms).
+TEST(RenewalPolicy, FirstDueOfALateRegisteredLeaseIsNowAndBeforeItsEnd) {
+  const RenewalPolicy p = watchdog(milliseconds(1200));  // renew 400 ms, drift 14 ms
+  RenewalState s = acquired(p, t0);
+  ASSERT_EQ(s.valid_until, t0 + milliseconds(1186));
+  EXPECT_EQ(p.first_due(s, t0 + milliseconds(300)), t0 + milliseconds(400));
+  EXPECT_EQ(p.first_due(s, t0 + milliseconds(400)), t0 + milliseconds(400));
+  const TP late = t0 + milliseconds(880);
+  const TP due = p.first_due(s, late);
+  EXPECT_EQ(due, late);
+  EXPECT_LT(due, s.valid_until);
+  // ... and that due renews, with time left for the reply.
+  const RenewalStep d = p.on_due(s, due);
+  EXPECT_EQ(d.action, RenewalAction::renew);
+  const RenewalStep r = p.on_renewed(s, due, due + milliseconds(20));
+  EXPECT_EQ(s.valid_until, late + milliseconds(1186));
+  EXPECT_EQ(r.next, late + milliseconds(400));
 }
 
 TEST(RenewalPolicy, FirstDueFixedTtlIsValidityEnd) {
@@ -402,10 +424,10 @@ TEST(RenewalPolicySequence, TenSuccessfulCyclesThenFailuresUntilLoss) {
   // Acquire sent at t0, its reply at t0+5 ms.
   RenewalState s = acquired(p, t0);
   TP due = p.first_due(s, t0 + milliseconds(5));
-  ASSERT_EQ(due, t0 + milliseconds(10005));
+  ASSERT_EQ(due, t0 + milliseconds(10000));
 
   for (int i = 1; i <= 10; ++i) {
-    const TP expected_due = t0 + milliseconds(5) + seconds(10) * i;
+    const TP expected_due = t0 + seconds(10) * i;
     ASSERT_EQ(due, expected_due) << "cycle " << i;
     const RenewalStep d = p.on_due(s, due);
     ASSERT_EQ(d.action, RenewalAction::renew) << "cycle " << i;
@@ -420,18 +442,18 @@ TEST(RenewalPolicySequence, TenSuccessfulCyclesThenFailuresUntilLoss) {
     EXPECT_FALSE(s.renew_in_flight);
     due = *r.next;
   }
-  EXPECT_EQ(due, t0 + milliseconds(110005));
-  EXPECT_EQ(s.valid_until, t0 + milliseconds(129703));
+  EXPECT_EQ(due, t0 + milliseconds(110000));
+  EXPECT_EQ(s.valid_until, t0 + milliseconds(129698));
 
   // From here every renewal fails 50 ms after it was sent; retries every 1.05 s.
   const SequenceResult f = fail_until_lost(p, s, due, milliseconds(50));
-  // Renews at 110.005 + 1.05 j s for j = 0..18; the retry after 128.955 s is clamped to the end.
+  // Renews at 110.0 + 1.05 j s for j = 0..18; the retry after 128.95 s is clamped to the end.
   EXPECT_EQ(f.renews, 19);
-  // First moment with less than 10 s left: the due at 120.505 s (9.198 s left).
+  // First moment with less than 10 s left: the due at 120.5 s (9.198 s left).
   ASSERT_EQ(f.at_risk.size(), 1u);
-  EXPECT_EQ(f.at_risk[0], t0 + milliseconds(120505));
+  EXPECT_EQ(f.at_risk[0], t0 + milliseconds(120500));
   ASSERT_TRUE(f.lost.has_value());
-  EXPECT_EQ(*f.lost, t0 + milliseconds(129703));
+  EXPECT_EQ(*f.lost, t0 + milliseconds(129698));
   EXPECT_EQ(*f.lost, s.valid_until);
 }
 
