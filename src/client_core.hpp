@@ -155,8 +155,8 @@ class ClientCore : public std::enable_shared_from_this<ClientCore>, public Conne
   std::atomic<int> loop_owner_{loop_free};
   std::atomic<int> loop_wanted_{0};          // callers asking for the loop now
   std::atomic<bool> loop_sleeping_{false};   // the own thread sleeps in the kernel, holding it
-  std::atomic<unsigned> loop_handbacks_{0};
-  std::atomic<int> blocked_callers_{0};      // callers in a blocking wait (SyncWait) now  // bumped when a caller hands it back (the own thread waits on it)
+  std::atomic<unsigned> loop_handbacks_{0};  // bumped when a caller hands it back (the own thread waits on it)
+  std::atomic<int> blocked_callers_{0};      // callers in a blocking wait (SyncWait) now
   std::atomic<bool> shut_down_{false};
   std::atomic<bool> keyspace_events_{false};
 

@@ -116,12 +116,13 @@ struct ClientOptions {
   ReplicationAck replication_ack;
   // Busy polling, to save thread wake-ups: whichever thread runs the Client's event loop (see
   // callers_run_loop) keeps polling for work for this long after its last event before it
-  // sleeps in the kernel, and one blocking caller at a time that does not run the loop polls for
-  // its reply this long before it sleeps. A sleeping thread costs a wake-up per hand-over (tens
+  // sleeps in the kernel, and each blocking caller that does not run the loop polls for its
+  // reply this long before it sleeps. A sleeping thread costs a wake-up per hand-over (tens
   // of microseconds on a virtual machine, as much as a Redis round trip); see
   // docs/BENCHMARKS.md. The Client's own thread also polls this long for a caller that runs
-  // the loop to hand it back. Cost: up to this much CPU after each burst of activity; a Client
-  // that sees steady traffic keeps a thread busy. Pollers yield their CPU between polls, so they
+  // the loop to hand it back. Cost: up to this much CPU after each burst of activity and per
+  // blocking call; a Client that sees steady traffic keeps a thread busy, and its blocked
+  // callers poll while they wait for replies. Pollers yield their CPU between polls, so they
   // never hold off runnable threads. 0 turns polling off (lowest CPU, highest latency). At most
   // 10 ms.
   std::chrono::microseconds busy_poll{100};

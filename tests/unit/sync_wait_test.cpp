@@ -8,10 +8,13 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 namespace dlock::detail {
 namespace {
@@ -120,6 +123,47 @@ TEST(SyncWaitLoop, WaitForEndsAtItsDeadlineWhileRunningTheLoop) {
   // A value set later is still delivered once.
   EXPECT_TRUE(w.set(1));
   EXPECT_EQ(w.wait(loop), 1);
+}
+
+// Every blocked caller polls for its reply (ClientOptions::busy_poll), not one at a time: with
+// one poller, the other callers of a busy Client each paid a futex wake-up per call, and 8
+// callers made 31k pairs/s where all polling made 52k (docs/BENCHMARKS.md).
+TEST(SyncWaitPoll, EveryBlockedCallerPollsAtOnce) {
+  constexpr int kCallers = 4;
+  std::array<std::atomic<bool>, kCallers> ready{};
+  std::array<std::atomic<int>, kCallers> got{};
+  std::atomic<int> started{0};
+  std::vector<std::thread> callers;
+  for (int i = 0; i < kCallers; ++i) {
+    callers.emplace_back([&, i] {
+      started.fetch_add(1);
+      got[i] = sync_wait_detail::poll_until(ready[i], std::chrono::microseconds(5s)) ? 1 : 2;
+    });
+  }
+  while (started.load() < kCallers) std::this_thread::yield();
+  std::this_thread::sleep_for(20ms);  // every caller is polling now (or gave up at once)
+  for (int i = 0; i < kCallers; ++i) {
+    EXPECT_EQ(got[i].load(), 0) << "caller " << i << " stopped polling before its value came";
+    ready[i].store(true);
+  }
+  for (auto& t : callers) t.join();
+  for (int i = 0; i < kCallers; ++i) EXPECT_EQ(got[i].load(), 1) << "caller " << i;
+}
+
+TEST(SyncWaitPoll, NoBudgetNoPolling) {
+  std::atomic<bool> ready{false};
+  const auto t0 = clock::now();
+  EXPECT_FALSE(sync_wait_detail::poll_until(ready, 0us));
+  EXPECT_LT(clock::now() - t0, 1s);
+  ready = true;
+  EXPECT_TRUE(sync_wait_detail::poll_until(ready, 0us));  // already set: no poll needed
+}
+
+TEST(SyncWaitPoll, PollingEndsAtItsBudget) {
+  std::atomic<bool> ready{false};
+  const auto t0 = clock::now();
+  EXPECT_FALSE(sync_wait_detail::poll_until(ready, std::chrono::microseconds(20ms)));
+  EXPECT_GE(clock::now() - t0, 20ms);
 }
 
 }  // namespace
