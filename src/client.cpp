@@ -23,6 +23,12 @@ Result<void> validate(const ClientOptions& o) {
     return Error(errc::invalid_argument, "client_name must not contain spaces or newlines");
   }
   if (o.max_queued_commands == 0) return Error(errc::invalid_argument, "max_queued_commands must be positive");
+  for (auto [what, d] : {std::pair{"connect_timeout", o.connect_timeout}, std::pair{"command_timeout", o.command_timeout},
+                         std::pair{"shutdown_timeout", o.shutdown_timeout},
+                         std::pair{"replication_ack.timeout", o.replication_ack.timeout},
+                         std::pair{"reconnect.initial", o.reconnect.initial}, std::pair{"reconnect.max", o.reconnect.max}}) {
+    if (auto ok = detail::validate_bounded(what, d); !ok) return ok;
+  }
   // Redis reads WAIT's timeout 0 as "block forever", and refuses a negative one; the timeout
   // means nothing while acknowledgement is off (replicas 0).
   if (o.replication_ack.replicas > 0 && o.replication_ack.timeout.count() <= 0) {
@@ -113,6 +119,7 @@ Result<void> Client::ping(milliseconds timeout) {
   if (core_->on_loop_thread()) {
     return Error(errc::called_from_event_loop, "Client::ping() called on the client's event-loop thread");
   }
+  timeout = std::min(timeout, max_duration);  // longer: no end, and now + timeout must not overflow
   const auto until = BootClock::now() + timeout;
   Error last(errc::timeout, "no answer from " + core_->address().display() + " within " +
                                 std::to_string(timeout.count()) + " ms");

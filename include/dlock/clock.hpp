@@ -20,4 +20,24 @@ struct BootClock {
   static time_point now() noexcept;
 };
 
+// The longest duration dlock takes as given: about 100 years. A wait longer than this is a wait
+// without end (WaitOptions::timeout, try_lock_for(), Client::ping()); a lease TTL, timeout or
+// interval longer than this is refused (errc::invalid_argument). The bound keeps clock
+// arithmetic (now + duration, on nanosecond clocks that span 292 years) from overflowing.
+inline constexpr std::chrono::milliseconds max_duration{std::chrono::hours(24 * 365 * 100)};
+
+namespace detail {
+// A caller's duration as whole milliseconds, rounded up, within [0, max_duration]: a negative
+// one is 0 (one attempt), a longer one max_duration (converting e.g. hours::max() to
+// milliseconds directly would overflow).
+template <class Rep, class Period>
+constexpr std::chrono::milliseconds clamp_ms(const std::chrono::duration<Rep, Period>& d) {
+  using wide = std::chrono::duration<long double, std::milli>;
+  const wide w(d);
+  if (!(w > wide(0))) return std::chrono::milliseconds(0);  // also NaN
+  if (w >= wide(max_duration)) return max_duration;
+  return std::chrono::ceil<std::chrono::milliseconds>(w);
+}
+}  // namespace detail
+
 }  // namespace dlock

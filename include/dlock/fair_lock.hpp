@@ -74,6 +74,7 @@
 #include <string>
 
 #include "dlock/client.hpp"
+#include "dlock/clock.hpp"
 #include "dlock/lease.hpp"
 #include "dlock/options.hpp"
 
@@ -126,11 +127,11 @@ class FairLock {
   bool try_lock();
   template <class Rep, class Period>
   bool try_lock_for(const std::chrono::duration<Rep, Period>& d) {
-    return timed_try(std::chrono::ceil<milliseconds>(d));
+    return timed_try(detail::clamp_ms(d));
   }
   template <class Clock, class Duration>
   bool try_lock_until(const std::chrono::time_point<Clock, Duration>& t) {
-    return timed_try(std::chrono::ceil<milliseconds>(t - Clock::now()));
+    return timed_try(detail::clamp_ms(t - Clock::now()));
   }
   // unlock(): releases the calling thread's hold, handing the lock to the head of the queue when a
   // live waiter is queued. Never throws;

@@ -168,7 +168,9 @@ struct LeaseEvents {
 
 struct LeaseOptions {
   LeaseMode mode = LeaseMode::watchdog;
-  // Time to live of the key in Redis, refreshed by each renewal (watchdog) or fixed.
+  // Time to live of the key in Redis, refreshed by each renewal (watchdog) or fixed. At most
+  // max_duration (dlock/clock.hpp, 100 years), like every duration option: longer ones are
+  // errc::invalid_argument.
   milliseconds ttl{30000};
   // Watchdog: time between renewals. Zero means ttl / 3.
   milliseconds renew_interval{0};
@@ -189,7 +191,8 @@ struct LeaseOptions {
 };
 
 struct WaitOptions {
-  // How long to wait for the lock. nullopt: forever. Zero: one attempt, no waiting.
+  // How long to wait for the lock. nullopt: forever, and so is anything beyond max_duration
+  // (dlock/clock.hpp; milliseconds::max() included). Zero: one attempt, no waiting.
   std::optional<milliseconds> timeout;
   // Upper bound on one sleep between attempts when no release notification arrives, jittered
   // by +-20%. This is what lets a waiter notice a release by a client that publishes nothing.

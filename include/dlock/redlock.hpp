@@ -91,6 +91,7 @@
 #include <vector>
 
 #include "dlock/client.hpp"
+#include "dlock/clock.hpp"
 #include "dlock/lease.hpp"
 #include "dlock/options.hpp"
 #include "dlock/result.hpp"
@@ -137,11 +138,11 @@ class Redlock {
   bool try_lock();
   template <class Rep, class Period>
   bool try_lock_for(const std::chrono::duration<Rep, Period>& d) {
-    return timed_try(std::chrono::ceil<milliseconds>(d));
+    return timed_try(detail::clamp_ms(d));
   }
   template <class Clock, class Duration>
   bool try_lock_until(const std::chrono::time_point<Clock, Duration>& t) {
-    return timed_try(std::chrono::ceil<milliseconds>(t - Clock::now()));
+    return timed_try(detail::clamp_ms(t - Clock::now()));
   }
   void unlock() noexcept;
 

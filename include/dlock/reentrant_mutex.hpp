@@ -72,6 +72,7 @@
 #include <string>
 
 #include "dlock/client.hpp"
+#include "dlock/clock.hpp"
 #include "dlock/lease.hpp"
 #include "dlock/options.hpp"
 
@@ -141,11 +142,11 @@ class ReentrantMutex {
   bool try_lock();
   template <class Rep, class Period>
   bool try_lock_for(const std::chrono::duration<Rep, Period>& d) {
-    return timed_try(std::chrono::ceil<milliseconds>(d));
+    return timed_try(detail::clamp_ms(d));
   }
   template <class Clock, class Duration>
   bool try_lock_until(const std::chrono::time_point<Clock, Duration>& t) {
-    return timed_try(std::chrono::ceil<milliseconds>(t - Clock::now()));
+    return timed_try(detail::clamp_ms(t - Clock::now()));
   }
   // unlock(): gives back the owner's latest take; the lock is free after the last one. Never
   // throws; a failure (lock_lost, connection...) is recorded for last_error() and lost().

@@ -64,6 +64,7 @@
 #include <string>
 
 #include "dlock/client.hpp"
+#include "dlock/clock.hpp"
 #include "dlock/lease.hpp"
 #include "dlock/options.hpp"
 
@@ -105,11 +106,11 @@ class Semaphore {
   bool try_acquire();
   template <class Rep, class Period>
   bool try_acquire_for(const std::chrono::duration<Rep, Period>& d) {
-    return timed_try(std::chrono::ceil<milliseconds>(d));
+    return timed_try(detail::clamp_ms(d));
   }
   template <class Clock, class Duration>
   bool try_acquire_until(const std::chrono::time_point<Clock, Duration>& t) {
-    return timed_try(std::chrono::ceil<milliseconds>(t - Clock::now()));
+    return timed_try(detail::clamp_ms(t - Clock::now()));
   }
   // release(n): releases n permits taken through the members above, oldest first. Throws
   // std::system_error(errc::invalid_argument) when fewer are held (and releases none).

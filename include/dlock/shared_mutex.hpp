@@ -58,6 +58,7 @@
 #include <string>
 
 #include "dlock/client.hpp"
+#include "dlock/clock.hpp"
 #include "dlock/lease.hpp"
 #include "dlock/options.hpp"
 
@@ -110,11 +111,11 @@ class SharedMutex {
   bool try_lock();
   template <class Rep, class Period>
   bool try_lock_for(const std::chrono::duration<Rep, Period>& d) {
-    return timed_try(std::chrono::ceil<milliseconds>(d), false);
+    return timed_try(detail::clamp_ms(d), false);
   }
   template <class Clock, class Duration>
   bool try_lock_until(const std::chrono::time_point<Clock, Duration>& t) {
-    return timed_try(std::chrono::ceil<milliseconds>(t - Clock::now()), false);
+    return timed_try(detail::clamp_ms(t - Clock::now()), false);
   }
   // Releases the calling thread's exclusive hold. Never throws; outcome in last_error()/lost().
   void unlock() noexcept;
@@ -123,11 +124,11 @@ class SharedMutex {
   bool try_lock_shared();
   template <class Rep, class Period>
   bool try_lock_shared_for(const std::chrono::duration<Rep, Period>& d) {
-    return timed_try(std::chrono::ceil<milliseconds>(d), true);
+    return timed_try(detail::clamp_ms(d), true);
   }
   template <class Clock, class Duration>
   bool try_lock_shared_until(const std::chrono::time_point<Clock, Duration>& t) {
-    return timed_try(std::chrono::ceil<milliseconds>(t - Clock::now()), true);
+    return timed_try(detail::clamp_ms(t - Clock::now()), true);
   }
   // Releases the calling thread's shared hold. Never throws.
   void unlock_shared() noexcept;

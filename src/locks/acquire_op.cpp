@@ -7,6 +7,7 @@
 #include "client_core.hpp"
 #include "locks/hold_back.hpp"
 #include "scripts/script_call.hpp"
+#include "util/names.hpp"
 #include "util/sync_wait.hpp"
 
 namespace dlock::detail {
@@ -87,6 +88,7 @@ class AcquireOp final : public std::enable_shared_from_this<AcquireOp> {
         done_(std::move(done)),
         timer_(core_->io()),
         deadline_timer_(core_->io()) {
+    req_.wait = normalize_wait(req_.wait);
     if (req_.wait.timeout) deadline_ = BootClock::now() + *req_.wait.timeout;
   }
 

@@ -28,6 +28,7 @@ FairLock::FairLock(Client& client, std::string name, LeaseOptions lease, FairLoc
     throw_error(make_error_code(errc::invalid_argument),
                 "FairLock waiter TTL must be at least " + std::to_string(min_waiter_ttl.count()) + " ms");
   }
+  if (auto ok = validate_bounded("FairLock waiter TTL", fair.waiter_ttl); !ok) throw_error(ok.code(), ok.error().what());
   auto spec = std::make_shared<FairSpec>();
   spec->key = core_->lock_key(name);
   spec->fence_key = spec->key + ":fence";

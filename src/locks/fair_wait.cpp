@@ -10,6 +10,7 @@
 #include "client_core.hpp"
 #include "locks/acquire_op.hpp"  // release_unwanted
 #include "scripts/script_call.hpp"
+#include "util/names.hpp"
 #include "util/sync_wait.hpp"
 
 namespace dlock::detail {
@@ -145,7 +146,7 @@ class FairWaitOp final : public std::enable_shared_from_this<FairWaitOp> {
   FairWaitOp(std::shared_ptr<ClientCore> core, std::shared_ptr<const FairSpec> spec, WaitOptions wait, FairDone done)
       : core_(std::move(core)),
         spec_(std::move(spec)),
-        wait_(wait),
+        wait_(normalize_wait(wait)),
         done_(std::move(done)),
         timer_(core_->io()),
         deadline_timer_(core_->io()),

@@ -5,6 +5,7 @@
 #include "client_core.hpp"
 #include "renewal/lease_record.hpp"
 #include "scripts/script_call.hpp"
+#include "util/names.hpp"
 #include "util/sync_wait.hpp"
 
 namespace dlock {
@@ -96,6 +97,7 @@ Result<void> release_parts(const std::shared_ptr<LeaseRecord>& parent);
 Result<void> Lease::extend(milliseconds ttl) {
   if (!rec_) return Error(errc::invalid_argument, "extend() on an empty Lease");
   if (ttl.count() <= 0) return Error(errc::invalid_argument, "extend(): the TTL must be positive");
+  if (auto ok = detail::validate_bounded("extend(): the TTL", ttl); !ok) return ok;
   if (rec_->state() != LeaseRecord::State::held) {
     return Error(errc::not_owner, describe(*rec_) + " is no longer held by this lease");
   }

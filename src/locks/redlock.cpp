@@ -82,6 +82,7 @@ std::size_t Redlock::node_count() const noexcept { return spec_->nodes.size(); }
 std::size_t Redlock::quorum() const noexcept { return spec_->nodes.quorum(); }
 
 Result<Lease> Redlock::acquire(WaitOptions wait, std::stop_token stop) {
+  wait = normalize_wait(wait);
   const std::string what = "Redlock '" + name_ + "'";
   milliseconds subscribe_bound{0};
   for (const auto& core : spec_->nodes.cores) {

@@ -5,9 +5,11 @@
 // braces of its own.
 #pragma once
 
+#include <algorithm>
 #include <string>
 #include <string_view>
 
+#include "dlock/clock.hpp"
 #include "dlock/options.hpp"
 #include "dlock/result.hpp"
 
@@ -42,9 +44,28 @@ inline Result<void> validate_prefix(std::string_view prefix) {
   return {};
 }
 
+// "<what> must be at most 100 years" for a duration beyond max_duration, whose clock arithmetic
+// would overflow.
+inline Result<void> validate_bounded(const char* what, milliseconds d) {
+  if (d <= max_duration) return {};
+  return Error(errc::invalid_argument, std::string(what) + " is " + std::to_string(d.count()) + " ms; at most " +
+                                           std::to_string(max_duration.count()) + " ms (100 years) is allowed");
+}
+
+// A wait as the lock kinds use it: a timeout beyond max_duration waits without end (clock
+// arithmetic on milliseconds::max() would overflow), a recheck interval of zero or less is the
+// default one (never a polling loop), one beyond max_duration is max_duration.
+inline WaitOptions normalize_wait(WaitOptions w) {
+  if (w.timeout && *w.timeout > max_duration) w.timeout = max_duration;
+  if (w.recheck_interval.count() <= 0) w.recheck_interval = WaitOptions{}.recheck_interval;
+  w.recheck_interval = std::min(w.recheck_interval, max_duration);
+  return w;
+}
+
 // Lease options every lock kind accepts.
 inline Result<void> validate_lease(const LeaseOptions& o) {
   if (o.ttl.count() <= 0) return Error(errc::invalid_argument, "lease TTL must be positive");
+  if (auto ok = validate_bounded("lease TTL", o.ttl); !ok) return ok;
   if (o.renew_interval.count() < 0 || (o.renew_interval.count() > 0 && o.renew_interval >= o.ttl)) {
     return Error(errc::invalid_argument, "renew interval must be shorter than the lease TTL");
   }
@@ -59,6 +80,9 @@ inline Result<void> validate_lease(const LeaseOptions& o) {
     return Error(errc::invalid_argument, "replication_ack.timeout must be positive, not " +
                                              std::to_string(o.replication_ack->timeout.count()) +
                                              " ms (WAIT 0 blocks forever)");
+  }
+  if (o.replication_ack) {
+    if (auto ok = validate_bounded("replication_ack.timeout", o.replication_ack->timeout); !ok) return ok;
   }
   return {};
 }

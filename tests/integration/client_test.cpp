@@ -1052,6 +1052,16 @@ TEST(ClientOptionsValidation, InvalidOptionsThrowInvalidArgument) {
       {"zero connections_per_node", [](ClientOptions& o) { o.connections_per_node = 0; }},
       {"client_name with a space", [](ClientOptions& o) { o.client_name = "my client"; }},
       {"zero max_queued_commands", [](ClientOptions& o) { o.max_queued_commands = 0; }},
+      // Beyond max_duration (100 years): now + timeout would overflow the clocks.
+      {"command_timeout of milliseconds::max()", [](ClientOptions& o) { o.command_timeout = milliseconds::max(); }},
+      {"connect_timeout beyond 100 years", [](ClientOptions& o) { o.connect_timeout = dlock::max_duration + 1ms; }},
+      {"shutdown_timeout of milliseconds::max()", [](ClientOptions& o) { o.shutdown_timeout = milliseconds::max(); }},
+      {"replication_ack.timeout of milliseconds::max()",
+       [](ClientOptions& o) {
+         o.replication_ack.replicas = 1;
+         o.replication_ack.timeout = milliseconds::max();
+       }},
+      {"reconnect.max of milliseconds::max()", [](ClientOptions& o) { o.reconnect.max = milliseconds::max(); }},
   };
   for (const auto& tc : cases) {
     ClientOptions o;

@@ -97,6 +97,21 @@ class FairLockTest : public dlock::test::ServerFixture {
 
 // Eight threads queue one after the other (half share one Client, half have their own); after
 // the release they get the lock exactly in arrival order, each woken by a notification.
+// A waiter TTL below 30 ms would expire between a waiter's refreshes; one beyond max_duration
+// (100 years) would overflow the clock arithmetic: both are refused with what is allowed.
+TEST_F(FairLockTest, WaiterTtlOutOfRangeIsRefused) {
+  for (milliseconds ttl : {milliseconds(29), milliseconds(0), dlock::max_duration + 1ms, milliseconds::max()}) {
+    try {
+      dlock::FairLock f(*client, "ttl-range", dlock::LeaseOptions{}, waiter_ttl(ttl));
+      ADD_FAILURE() << "accepted a waiter TTL of " << ttl.count() << " ms";
+    } catch (const std::system_error& e) {
+      EXPECT_EQ(e.code(), make_error_code(dlock::errc::invalid_argument)) << e.what();
+      EXPECT_NE(std::string(e.what()).find("waiter TTL"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_NO_THROW(dlock::FairLock(*client, "ttl-range", dlock::LeaseOptions{}, waiter_ttl(dlock::max_duration)));
+}
+
 TEST_F(FairLockTest, FifoOrderAcrossThreadsAndClients) {
   constexpr int kWaiters = 8;
   const std::string name = "fifo-threads";

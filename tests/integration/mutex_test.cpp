@@ -665,6 +665,72 @@ TEST_F(MutexTest, InvalidNamesAreRejected) {
   EXPECT_TRUE(lease->release().ok());
 }
 
+// 11b. Durations beyond what clock arithmetic holds (dlock::max_duration, 100 years): a lease
+// TTL or extend() that long is refused with a clear error; a wait that long is a wait without
+// end. milliseconds::max() as "forever" once overflowed now + timeout: the deadline lay in the
+// past and the wait timed out at once.
+TEST_F(MutexTest, DurationsBeyondMaxDurationAreRefusedOrWaitWithoutEnd) {
+  for (auto ttl : {milliseconds::max(), dlock::max_duration + 1ms}) {
+    try {
+      dlock::Mutex m(*client, "forever", fixed_ttl(ttl));
+      ADD_FAILURE() << "accepted a TTL of " << ttl.count() << " ms";
+    } catch (const std::system_error& e) {
+      EXPECT_EQ(e.code(), make_error_code(dlock::errc::invalid_argument)) << e.what();
+      EXPECT_NE(std::string(e.what()).find("at most"), std::string::npos) << e.what();
+    }
+  }
+  dlock::Mutex m(*client, "forever");
+  auto held = m.acquire(dlock::test::no_wait());
+  ASSERT_TRUE(held.ok()) << held.error().what();
+  auto extended = held->extend(milliseconds::max());
+  ASSERT_FALSE(extended.ok());
+  EXPECT_EQ(extended.code(), dlock::errc::invalid_argument) << extended.error().what();
+  EXPECT_TRUE(held->held());
+
+  // Waits of "forever" spelled as the largest durations: each waits for the release.
+  dlock::Client other(server->url());
+  dlock::Mutex waiter(other, "forever");
+  auto release_soon = [&] {
+    return std::async(std::launch::async, [&] {
+      std::this_thread::sleep_for(200ms);
+      return held->release();
+    });
+  };
+  {
+    auto releasing = release_soon();
+    dlock::WaitOptions w;
+    w.timeout = milliseconds::max();
+    w.recheck_interval = milliseconds::max();
+    auto got = waiter.acquire(w);
+    ASSERT_TRUE(got.ok()) << got.error().what();
+    EXPECT_TRUE(releasing.get().ok());
+    ASSERT_TRUE(got->release().ok());
+  }
+  held = m.acquire(dlock::test::no_wait());
+  ASSERT_TRUE(held.ok());
+  {
+    auto releasing = release_soon();
+    EXPECT_TRUE(waiter.try_lock_for(std::chrono::hours::max()));
+    EXPECT_TRUE(releasing.get().ok());
+    waiter.unlock();
+  }
+  held = m.acquire(dlock::test::no_wait());
+  ASSERT_TRUE(held.ok());
+  {
+    auto releasing = release_soon();
+    EXPECT_TRUE(waiter.try_lock_until(std::chrono::system_clock::time_point::max()));
+    EXPECT_TRUE(releasing.get().ok());
+    waiter.unlock();
+  }
+  // And the smallest: one attempt, no overflow either way.
+  held = m.acquire(dlock::test::no_wait());
+  ASSERT_TRUE(held.ok());
+  EXPECT_FALSE(waiter.try_lock_for(std::chrono::hours::min()));
+  EXPECT_FALSE(waiter.try_lock_for(std::chrono::duration<double>(-1e300)));
+  EXPECT_TRUE(held->release().ok());
+}
+
+
 // 12. A foreign SET NX PX lock excludes dlock, and dlock excludes it.
 TEST_F(MutexTest, ForeignLockAndDlockExcludeEachOther) {
   dlock::Mutex m(*client, "foreign");
