@@ -26,7 +26,10 @@ std::string Deployment::display() const {
     case Kind::cluster: out = "cluster "; break;
     case Kind::sentinel: out = "sentinel "; break;
   }
-  for (std::size_t i = 0; i < nodes.size(); ++i) out += (i ? "," : "") + nodes[i].display();
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    if (i) out += ',';
+    out += nodes[i].display();
+  }
   if (kind == Kind::sentinel) out += "/" + master_name;
   return out;
 }

@@ -367,7 +367,9 @@ Result<ServerAddress> parse_tcp(std::string_view url, std::string_view rest, boo
   if (auto len = userinfo_length(Scheme::rediss, rest); tls && len) {
     std::string_view userinfo = rest.substr(0, *len);
     for (auto p : kTlsParameters) {
-      if (userinfo.find("?" + std::string(p) + "=") != std::string_view::npos) {
+      std::string param = "?";  // (not "?" + std::string(p): GCC 12 -O2 warns -Wrestrict on it)
+      param.append(p).append("=");
+      if (userinfo.find(param) != std::string_view::npos) {
         return url_error(url, "an '@' in a query parameter must be written %40");
       }
     }
