@@ -44,8 +44,8 @@ inline Result<void> validate_prefix(std::string_view prefix) {
   return {};
 }
 
-// "<what> must be at most 100 years" for a duration beyond max_duration, whose clock arithmetic
-// would overflow.
+// invalid_argument ("<what> is N ms; at most M ms (100 years) is allowed") for a duration
+// beyond max_duration, whose clock arithmetic would overflow.
 inline Result<void> validate_bounded(const char* what, milliseconds d) {
   if (d <= max_duration) return {};
   return Error(errc::invalid_argument, std::string(what) + " is " + std::to_string(d.count()) + " ms; at most " +

@@ -17,8 +17,9 @@
 // on a shared machine, the server) can run, and sleeps only when the reply is slower. Every
 // blocked caller polls, not one at a time: measured with 8 and 64 callers on one Client, a
 // single poller left the others to a futex wake-up each, and that hand-over, not the CPU,
-// was the limit (8 callers: 31k pairs/s with one poller, 52k with all; docs/BENCHMARKS.md). The
-// cost stays bounded: at most `spin` of polling per blocking call, yielding throughout.
+// was the limit (8 callers: 31k pairs/s with one poller, 52k with all in a quick A/B; 0.70× ->
+// 0.99× the 8-connection floor in full runs; docs/BENCHMARKS.md). The cost stays bounded: at
+// most `spin` of polling per blocking call, yielding throughout.
 #pragma once
 
 #include <algorithm>
