@@ -21,9 +21,10 @@ struct BootClock {
 };
 
 // The longest duration dlock takes as given: about 100 years. A wait longer than this is a wait
-// without end (WaitOptions::timeout, try_lock_for(), Client::ping()); a lease TTL, timeout or
-// interval longer than this is refused (errc::invalid_argument). The bound keeps clock
-// arithmetic (now + duration, on nanosecond clocks that span 292 years) from overflowing.
+// without end (WaitOptions::timeout, try_lock_for(), try_lock_until(), Client::ping()); a
+// lease TTL, timeout or interval longer than this is refused (errc::invalid_argument). The
+// bound keeps clock arithmetic (now + duration, on nanosecond clocks that span 292 years) from
+// overflowing.
 inline constexpr std::chrono::milliseconds max_duration{std::chrono::hours(24 * 365 * 100)};
 
 namespace detail {
@@ -37,6 +38,15 @@ constexpr std::chrono::milliseconds clamp_ms(const std::chrono::duration<Rep, Pe
   if (!(w > wide(0))) return std::chrono::milliseconds(0);  // also NaN
   if (w >= wide(max_duration)) return max_duration;
   return std::chrono::ceil<std::chrono::milliseconds>(w);
+}
+
+// The time left until `t` on its clock, as clamp_ms() gives it. Computed in long double: `t -
+// Clock::now()` overflows for time points near the clock's ends (time_point::max() of a clock
+// counted in hours, time_point::min()).
+template <class Clock, class Duration>
+std::chrono::milliseconds clamp_until_ms(const std::chrono::time_point<Clock, Duration>& t) {
+  using wide = std::chrono::duration<long double, std::milli>;
+  return clamp_ms(wide(t.time_since_epoch()) - wide(Clock::now().time_since_epoch()));
 }
 }  // namespace detail
 

@@ -131,7 +131,7 @@ class FairLock {
   }
   template <class Clock, class Duration>
   bool try_lock_until(const std::chrono::time_point<Clock, Duration>& t) {
-    return timed_try(detail::clamp_ms(t - Clock::now()));
+    return timed_try(detail::clamp_until_ms(t));
   }
   // unlock(): releases the calling thread's hold, handing the lock to the head of the queue when a
   // live waiter is queued. Never throws;

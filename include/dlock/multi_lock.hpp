@@ -109,7 +109,7 @@ class MultiLock {
   }
   template <class Clock, class Duration>
   bool try_lock_until(const std::chrono::time_point<Clock, Duration>& t) {
-    return timed_try(detail::clamp_ms(t - Clock::now()));
+    return timed_try(detail::clamp_until_ms(t));
   }
   void unlock() noexcept;
 

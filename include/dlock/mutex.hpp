@@ -85,7 +85,7 @@ class Mutex {
   }
   template <class Clock, class Duration>
   bool try_lock_until(const std::chrono::time_point<Clock, Duration>& t) {
-    return timed_try(detail::clamp_ms(t - Clock::now()));
+    return timed_try(detail::clamp_until_ms(t));
   }
   // unlock(): releases the calling thread's hold. Never throws. When the lock turns out to have
   // been lost, that is recorded: lost() and last_error() tell it.

@@ -146,7 +146,7 @@ class ReentrantMutex {
   }
   template <class Clock, class Duration>
   bool try_lock_until(const std::chrono::time_point<Clock, Duration>& t) {
-    return timed_try(detail::clamp_ms(t - Clock::now()));
+    return timed_try(detail::clamp_until_ms(t));
   }
   // unlock(): gives back the owner's latest take; the lock is free after the last one. Never
   // throws; a failure (lock_lost, connection...) is recorded for last_error() and lost().

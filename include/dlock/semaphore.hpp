@@ -110,7 +110,7 @@ class Semaphore {
   }
   template <class Clock, class Duration>
   bool try_acquire_until(const std::chrono::time_point<Clock, Duration>& t) {
-    return timed_try(detail::clamp_ms(t - Clock::now()));
+    return timed_try(detail::clamp_until_ms(t));
   }
   // release(n): releases n permits taken through the members above, oldest first. Throws
   // std::system_error(errc::invalid_argument) when fewer are held (and releases none).

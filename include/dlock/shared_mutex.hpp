@@ -115,7 +115,7 @@ class SharedMutex {
   }
   template <class Clock, class Duration>
   bool try_lock_until(const std::chrono::time_point<Clock, Duration>& t) {
-    return timed_try(detail::clamp_ms(t - Clock::now()), false);
+    return timed_try(detail::clamp_until_ms(t), false);
   }
   // Releases the calling thread's exclusive hold. Never throws; outcome in last_error()/lost().
   void unlock() noexcept;
@@ -128,7 +128,7 @@ class SharedMutex {
   }
   template <class Clock, class Duration>
   bool try_lock_shared_until(const std::chrono::time_point<Clock, Duration>& t) {
-    return timed_try(detail::clamp_ms(t - Clock::now()), true);
+    return timed_try(detail::clamp_until_ms(t), true);
   }
   // Releases the calling thread's shared hold. Never throws.
   void unlock_shared() noexcept;

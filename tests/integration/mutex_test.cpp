@@ -722,11 +722,22 @@ TEST_F(MutexTest, DurationsBeyondMaxDurationAreRefusedOrWaitWithoutEnd) {
     EXPECT_TRUE(releasing.get().ok());
     waiter.unlock();
   }
+  held = m.acquire(dlock::test::no_wait());
+  ASSERT_TRUE(held.ok());
+  {
+    // A time point in hours at its clock's end: t - now() alone would overflow.
+    auto releasing = release_soon();
+    using sys_hours = std::chrono::time_point<std::chrono::system_clock, std::chrono::hours>;
+    EXPECT_TRUE(waiter.try_lock_until(sys_hours::max()));
+    EXPECT_TRUE(releasing.get().ok());
+    waiter.unlock();
+  }
   // And the smallest: one attempt, no overflow either way.
   held = m.acquire(dlock::test::no_wait());
   ASSERT_TRUE(held.ok());
   EXPECT_FALSE(waiter.try_lock_for(std::chrono::hours::min()));
   EXPECT_FALSE(waiter.try_lock_for(std::chrono::duration<double>(-1e300)));
+  EXPECT_FALSE(waiter.try_lock_until(std::chrono::time_point<std::chrono::system_clock, std::chrono::hours>::min()));
   EXPECT_TRUE(held->release().ok());
 }
 

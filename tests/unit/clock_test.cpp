@@ -24,6 +24,21 @@ TEST(MaxDuration, ClampToMillisecondsSaturatesAndRoundsUp) {
   EXPECT_EQ(clamp_ms(dlock::max_duration), dlock::max_duration);
 }
 
+// try_lock_until()'s conversion: any time point of any clock, the ends included, without
+// overflow (UBSan checks the arithmetic in the sanitizer builds).
+TEST(MaxDuration, ClampUntilHandlesTheClocksEnds) {
+  using dlock::detail::clamp_until_ms;
+  using sys_hours = std::chrono::time_point<std::chrono::system_clock, std::chrono::hours>;
+  EXPECT_EQ(clamp_until_ms(sys_hours::max()), dlock::max_duration);
+  EXPECT_EQ(clamp_until_ms(sys_hours::min()), 0ms);
+  EXPECT_EQ(clamp_until_ms(std::chrono::steady_clock::time_point::max()), dlock::max_duration);
+  EXPECT_EQ(clamp_until_ms(std::chrono::steady_clock::time_point::min()), 0ms);
+  EXPECT_EQ(clamp_until_ms(std::chrono::system_clock::now() - 1s), 0ms);
+  const auto in_2s = clamp_until_ms(std::chrono::steady_clock::now() + 2s);
+  EXPECT_GT(in_2s, 1900ms);
+  EXPECT_LE(in_2s, 2000ms);
+}
+
 TEST(MaxDuration, IsAboutACenturyAndFitsTheClocks) {
   EXPECT_EQ(dlock::max_duration, std::chrono::hours(24 * 365 * 100));
   // now + max_duration + max_duration must fit a nanosecond clock counted from boot (WAIT's
