@@ -224,10 +224,8 @@ class AcquireOp final : public std::enable_shared_from_this<AcquireOp> {
   void sleep(BootClock::time_point now, std::optional<milliseconds> holder_ttl) {
     thread_local std::mt19937_64 rng{std::random_device{}()};
     std::uniform_real_distribution<double> jitter(0.8, 1.2);
-    // A zero or negative interval would turn the wait into a polling loop: use the default.
-    const milliseconds recheck =
-        req_.wait.recheck_interval.count() > 0 ? req_.wait.recheck_interval : WaitOptions{}.recheck_interval;
-    auto d = std::chrono::duration_cast<BootClock::duration>(recheck * jitter(rng));
+    // (normalize_wait made a zero or negative interval the default one: never a polling loop.)
+    auto d = std::chrono::duration_cast<BootClock::duration>(req_.wait.recheck_interval * jitter(rng));
     // The holder's TTL bounds the wait: a crashed holder's key expires without a notification.
     if (holder_ttl && holder_ttl->count() >= 0) d = std::min<BootClock::duration>(d, *holder_ttl + milliseconds(1));
     BootClock::time_point at = now + d;

@@ -96,7 +96,7 @@ Result<Lease> Redlock::acquire(WaitOptions wait, std::stop_token stop) {
   std::optional<Steady::time_point> deadline;
   if (wait.timeout) deadline = Steady::now() + std::max(*wait.timeout, milliseconds(0));
   auto bounded = [&](Steady::time_point t) { return deadline ? std::min(t, *deadline) : t; };
-  const milliseconds recheck = wait.recheck_interval.count() > 0 ? wait.recheck_interval : WaitOptions{}.recheck_interval;
+  const milliseconds recheck = wait.recheck_interval;  // normalize_wait: never zero
 
   if (single) {
     RedlockTry t = try_blocking(spec_);

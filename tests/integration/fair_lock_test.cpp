@@ -289,6 +289,23 @@ TEST_F(FairLockTest, KilledWaiterIsSkippedWithinItsExpiry) {
 
 // A try_lock_for that times out leaves the queue before it returns; the waiter behind it becomes
 // the head and is the one the release wakes.
+// WaitOptions::recheck_interval of zero means the default, never a polling loop (options.hpp).
+// FairLock's head waiter used it as given: a zero interval made it retry every millisecond
+// (fair_retry_delay's floor), ~1,000 script calls a second against a held lock.
+TEST_F(FairLockTest, ZeroRecheckIntervalIsTheDefaultNotAPollingLoop) {
+  dlock::FairLock holder_lock(*client, "no-poll");
+  auto held = holder_lock.acquire(no_wait());
+  ASSERT_TRUE(held.ok()) << held.error().what();
+  dlock::Client other(server->url());
+  dlock::FairLock waiter(other, "no-poll");
+  const long long before = script_calls(*raw);
+  auto r = waiter.acquire(dlock::WaitOptions{1000ms, 0ms});
+  EXPECT_EQ(r.code(), dlock::errc::timeout) << (r.ok() ? "acquired" : r.error().what());
+  // Queueing try, a retry or two at the default 500 ms, the withdrawal: a handful, not ~1,000.
+  EXPECT_LE(script_calls(*raw) - before, 10);
+  EXPECT_TRUE(held->release().ok());
+}
+
 TEST_F(FairLockTest, TimedOutTryLockForRemovesItsEntry) {
   const std::string name = "timeout";
   const auto fair = waiter_ttl(30000ms);  // a place left behind would block the queue for 30 s
