@@ -287,8 +287,6 @@ TEST_F(FairLockTest, KilledWaiterIsSkippedWithinItsExpiry) {
   EXPECT_TRUE(r->release().ok());
 }
 
-// A try_lock_for that times out leaves the queue before it returns; the waiter behind it becomes
-// the head and is the one the release wakes.
 // WaitOptions::recheck_interval of zero means the default, never a polling loop (options.hpp).
 // FairLock's head waiter used it as given: a zero interval made it retry every millisecond
 // (fair_retry_delay's floor), ~1,000 script calls a second against a held lock.
@@ -306,6 +304,8 @@ TEST_F(FairLockTest, ZeroRecheckIntervalIsTheDefaultNotAPollingLoop) {
   EXPECT_TRUE(held->release().ok());
 }
 
+// A try_lock_for that times out leaves the queue before it returns; the waiter behind it becomes
+// the head and is the one the release wakes.
 TEST_F(FairLockTest, TimedOutTryLockForRemovesItsEntry) {
   const std::string name = "timeout";
   const auto fair = waiter_ttl(30000ms);  // a place left behind would block the queue for 30 s
