@@ -137,7 +137,9 @@ class Semaphore {
  private:
   bool timed_try(milliseconds d);
   detail::AcquireRequest request(std::size_t k, WaitOptions wait) const;
-  void start(std::size_t k, WaitOptions wait, std::function<void(Result<Lease>)> done, std::stop_token stop) const;
+  // `on_wait`: see detail::AcquireRequest::on_wait (a blocking acquire parks its caller's polling).
+  void start(std::size_t k, WaitOptions wait, std::function<void(Result<Lease>)> done, std::stop_token stop,
+             std::function<void()> on_wait = {}) const;
   Result<std::pair<long long, long long>> state() const;
 
   std::shared_ptr<detail::ClientCore> core_;

@@ -158,7 +158,9 @@ class SharedMutex {
   bool timed_try(milliseconds d, bool shared);
   detail::AcquireRequest write_request(WaitOptions wait, std::string& owner, bool& intent) const;
   detail::AcquireRequest read_request(WaitOptions wait) const;
-  void start_write(WaitOptions wait, std::function<void(Result<Lease>)> done, std::stop_token stop);
+  // `on_wait`: see detail::AcquireRequest::on_wait (a blocking acquire parks its caller's polling).
+  void start_write(WaitOptions wait, std::function<void(Result<Lease>)> done, std::stop_token stop,
+                   std::function<void()> on_wait = {});
 
   std::shared_ptr<detail::ClientCore> core_;
   std::string name_;

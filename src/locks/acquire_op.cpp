@@ -1,5 +1,6 @@
 #include "locks/acquire_op.hpp"
 
+#include <utility>
 #include <algorithm>
 #include <deque>
 #include <random>
@@ -111,7 +112,8 @@ class AcquireOp final : public std::enable_shared_from_this<AcquireOp> {
     arm_deadline();
     queue_ = core_->wait_queue(req_.key, req_);
     queue_->push(shared_from_this());
-    if (queue_->is_head(this)) become_head();
+    if (queue_->is_head(this)) return become_head();
+    waiting();  // behind another waiter of this process: nothing is sent until it is done
   }
 
   // `held_here`: the previous head just took the lock, so a try now would only fail. Waiting for
@@ -171,6 +173,7 @@ class AcquireOp final : public std::enable_shared_from_this<AcquireOp> {
       if (auto until = core_->courtesy_until(req_.key)) {
         const auto at = deadline_ ? std::min(*until, *deadline_) : *until;
         state_ = State::sleeping;
+        waiting();
         timer_.expires_at(at);
         timer_.async_wait([self = shared_from_this()](std::error_code ec) {
           if (!ec && self->state_ == State::sleeping) self->try_after_courtesy();
@@ -231,10 +234,16 @@ class AcquireOp final : public std::enable_shared_from_this<AcquireOp> {
     BootClock::time_point at = now + d;
     if (deadline_) at = std::min(at, *deadline_);
     state_ = State::sleeping;
+    waiting();
     timer_.expires_at(at);
     timer_.async_wait([self = shared_from_this()](std::error_code ec) {
       if (!ec && self->state_ == State::sleeping) self->try_now();
     });
+  }
+
+  // The wait may be long: a blocking caller need not poll for its result any more.
+  void waiting() {
+    if (req_.on_wait) std::exchange(req_.on_wait, {})();
   }
 
   // The deadline holds whatever the waiter is doing: queued, subscribing, or with a try in
@@ -400,6 +409,7 @@ Result<Lease> acquire_blocking(const std::shared_ptr<ClientCore>& core, AcquireR
                  "blocking acquire of " + req.what + " called on the client's event-loop thread; use async_acquire");
   }
   auto wait = std::make_shared<SyncWait<Result<Lease>>>();
+  req.on_wait = [wait] { wait->park(); };
   start_acquire(core, std::move(req), [wait](Result<Lease> r) { wait->set(std::move(r)); }, std::move(stop));
   return wait->wait(*core);
 }

@@ -55,6 +55,10 @@ struct AcquireRequest {
   // Keys whose deletion or expiry frees the lock, watched through keyspace notifications when
   // the server publishes them. Empty: `key`.
   std::vector<std::string> watch_keys;
+  // Called on the loop thread whenever the acquisition starts waiting for a release (queued
+  // behind another waiter of this process, or a try found the lock busy): a blocking caller
+  // stops polling for its result (SyncWait::park). May be empty.
+  std::function<void()> on_wait;
 };
 
 // Any thread. `done` runs on the loop thread, exactly once.

@@ -143,11 +143,13 @@ constexpr milliseconds timeout_cleanup_grace{200};
 
 class FairWaitOp final : public std::enable_shared_from_this<FairWaitOp> {
  public:
-  FairWaitOp(std::shared_ptr<ClientCore> core, std::shared_ptr<const FairSpec> spec, WaitOptions wait, FairDone done)
+  FairWaitOp(std::shared_ptr<ClientCore> core, std::shared_ptr<const FairSpec> spec, WaitOptions wait, FairDone done,
+             std::function<void()> on_wait)
       : core_(std::move(core)),
         spec_(std::move(spec)),
         wait_(normalize_wait(wait)),
         done_(std::move(done)),
+        on_wait_(std::move(on_wait)),
         timer_(core_->io()),
         deadline_timer_(core_->io()),
         grace_timer_(core_->io()),
@@ -365,6 +367,8 @@ class FairWaitOp final : public std::enable_shared_from_this<FairWaitOp> {
   }
 
   void arm_tick() {
+    // Queued: a blocking caller need not poll for its result any more.
+    if (on_wait_) std::exchange(on_wait_, {})();
     BootClock::time_point at = next_try_at_;
     if (deadline_) at = std::min(at, *deadline_);
     sleeping_ = true;
@@ -446,6 +450,7 @@ class FairWaitOp final : public std::enable_shared_from_this<FairWaitOp> {
   std::shared_ptr<const FairSpec> spec_;
   WaitOptions wait_;
   FairDone done_;
+  std::function<void()> on_wait_;  // see start_fair_acquire
   BootTimer timer_;           // sleeping between tries
   BootTimer deadline_timer_;  // the caller's deadline
   BootTimer grace_timer_;     // bounds the cleanup after a timeout
@@ -513,9 +518,9 @@ void retire_fair_channel(const std::shared_ptr<ClientCore>& core, std::shared_pt
 }
 
 void start_fair_acquire(const std::shared_ptr<ClientCore>& core, std::shared_ptr<const FairSpec> spec, WaitOptions wait,
-                        FairDone done, std::stop_token stop) {
+                        FairDone done, std::stop_token stop, std::function<void()> on_wait) {
   if (core->is_shut_down()) return done(Error(errc::shutdown, "client is shut down"));
-  auto op = std::make_shared<FairWaitOp>(core, std::move(spec), wait, std::move(done));
+  auto op = std::make_shared<FairWaitOp>(core, std::move(spec), wait, std::move(done), std::move(on_wait));
   if (stop.stop_possible()) op->watch(std::move(stop));
   core->post([op] { op->start(); });
 }
@@ -527,7 +532,8 @@ Result<Lease> fair_acquire_blocking(const std::shared_ptr<ClientCore>& core, std
                  "blocking acquire of " + spec->what + " called on the client's event-loop thread; use async_acquire");
   }
   auto w = std::make_shared<SyncWait<Result<Lease>>>();
-  start_fair_acquire(core, std::move(spec), wait, [w](Result<Lease> r) { w->set(std::move(r)); }, std::move(stop));
+  start_fair_acquire(core, std::move(spec), wait, [w](Result<Lease> r) { w->set(std::move(r)); }, std::move(stop),
+                     [w] { w->park(); });
   return w->wait(*core);
 }
 

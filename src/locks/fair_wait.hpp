@@ -123,8 +123,10 @@ void retire_fair_channel(const std::shared_ptr<ClientCore>& core, std::shared_pt
 using FairDone = std::function<void(Result<Lease>)>;
 
 // Any thread. `done` runs on the loop thread, exactly once.
+// `on_wait` (may be empty): called on the loop thread when the wait starts sleeping in the queue
+// (as AcquireRequest::on_wait: a blocking acquire parks its caller's polling).
 void start_fair_acquire(const std::shared_ptr<ClientCore>& core, std::shared_ptr<const FairSpec> spec, WaitOptions wait,
-                        FairDone done, std::stop_token stop);
+                        FairDone done, std::stop_token stop, std::function<void()> on_wait = {});
 
 // Blocking form: rejects calls from the loop thread (they would deadlock).
 Result<Lease> fair_acquire_blocking(const std::shared_ptr<ClientCore>& core, std::shared_ptr<const FairSpec> spec,

@@ -94,8 +94,9 @@ AcquireRequest Semaphore::request(std::size_t k, WaitOptions wait) const {
 }
 
 void Semaphore::start(std::size_t k, WaitOptions wait, std::function<void(Result<Lease>)> done,
-                      std::stop_token stop) const {
+                      std::stop_token stop, std::function<void()> on_wait) const {
   AcquireRequest req = request(k, wait);
+  req.on_wait = std::move(on_wait);
   if (wait.timeout && wait.timeout->count() <= 0) {  // one try: it queues behind nobody
     return start_acquire(core_, std::move(req), std::move(done), std::move(stop));
   }
@@ -139,7 +140,8 @@ Result<Lease> Semaphore::acquire(std::size_t k, WaitOptions wait, std::stop_toke
                  "blocking acquire of Semaphore '" + name_ + "' called on the client's event-loop thread; use async_acquire");
   }
   auto result = std::make_shared<SyncWait<Result<Lease>>>();
-  start(k, wait, [result](Result<Lease> r) { result->set(std::move(r)); }, std::move(stop));
+  start(k, wait, [result](Result<Lease> r) { result->set(std::move(r)); }, std::move(stop),
+        [result] { result->park(); });
   return result->wait(*core_);
 }
 

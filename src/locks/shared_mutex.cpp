@@ -117,10 +117,12 @@ AcquireRequest SharedMutex::read_request(WaitOptions wait) const {
   return req;
 }
 
-void SharedMutex::start_write(WaitOptions wait, std::function<void(Result<Lease>)> done, std::stop_token stop) {
+void SharedMutex::start_write(WaitOptions wait, std::function<void(Result<Lease>)> done, std::stop_token stop,
+                              std::function<void()> on_wait) {
   std::string owner;
   bool intent = false;
   AcquireRequest req = write_request(wait, owner, intent);
+  req.on_wait = std::move(on_wait);
   if (intent) {
     // A writer that stops waiting (timeout, cancel, error) withdraws its intent, and reports
     // only once that is done: after try_lock_for() returned false, readers are not kept out.
@@ -146,7 +148,8 @@ Result<Lease> SharedMutex::acquire(WaitOptions wait, std::stop_token stop) {
                                                    "' called on the client's event-loop thread; use async_acquire");
   }
   auto result = std::make_shared<SyncWait<Result<Lease>>>();
-  start_write(wait, [result](Result<Lease> r) { result->set(std::move(r)); }, std::move(stop));
+  start_write(wait, [result](Result<Lease> r) { result->set(std::move(r)); }, std::move(stop),
+              [result] { result->park(); });
   return result->wait(*core_);
 }
 

@@ -8,6 +8,8 @@
 
 #include <gtest/gtest.h>
 
+#include <time.h>
+
 #include <array>
 #include <atomic>
 #include <chrono>
@@ -21,6 +23,15 @@ namespace {
 
 using namespace std::chrono_literals;
 using clock = std::chrono::steady_clock;
+
+const std::atomic<bool> kNotParked{false};
+
+// CPU time the calling thread has used.
+std::chrono::nanoseconds thread_cpu_time() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec);
+}
 
 // A loop that "sleeps in the kernel" (a condition variable) until interrupted or until its
 // deadline, like io_context::run_one_until, and whose handlers run on the driving thread.
@@ -137,7 +148,7 @@ TEST(SyncWaitPoll, EveryBlockedCallerPollsAtOnce) {
   for (int i = 0; i < kCallers; ++i) {
     callers.emplace_back([&, i] {
       started.fetch_add(1);
-      got[i] = sync_wait_detail::poll_until(ready[i], std::chrono::microseconds(5s)) ? 1 : 2;
+      got[i] = sync_wait_detail::poll_until(ready[i], kNotParked, std::chrono::microseconds(5s)) ? 1 : 2;
     });
   }
   while (started.load() < kCallers) std::this_thread::yield();
@@ -153,17 +164,61 @@ TEST(SyncWaitPoll, EveryBlockedCallerPollsAtOnce) {
 TEST(SyncWaitPoll, NoBudgetNoPolling) {
   std::atomic<bool> ready{false};
   const auto t0 = clock::now();
-  EXPECT_FALSE(sync_wait_detail::poll_until(ready, 0us));
+  EXPECT_FALSE(sync_wait_detail::poll_until(ready, kNotParked, 0us));
   EXPECT_LT(clock::now() - t0, 1s);
   ready = true;
-  EXPECT_TRUE(sync_wait_detail::poll_until(ready, 0us));  // already set: no poll needed
+  EXPECT_TRUE(sync_wait_detail::poll_until(ready, kNotParked, 0us));  // already set: no poll needed
 }
 
 TEST(SyncWaitPoll, PollingEndsAtItsBudget) {
   std::atomic<bool> ready{false};
   const auto t0 = clock::now();
-  EXPECT_FALSE(sync_wait_detail::poll_until(ready, std::chrono::microseconds(20ms)));
+  EXPECT_FALSE(sync_wait_detail::poll_until(ready, kNotParked, std::chrono::microseconds(20ms)));
   EXPECT_GE(clock::now() - t0, 20ms);
+}
+
+// A parked wait stops polling at once: its operation waits for a release, which may take long,
+// and the polling would only take the CPU from the threads that hand the lock over.
+TEST(SyncWaitPoll, ParkingEndsPollingAtOnce) {
+  std::atomic<bool> ready{false};
+  std::atomic<bool> parked{false};
+  std::atomic<int> got{0};
+  std::thread caller([&] { got = sync_wait_detail::poll_until(ready, parked, std::chrono::microseconds(5s)) ? 1 : 2; });
+  std::this_thread::sleep_for(20ms);
+  EXPECT_EQ(got.load(), 0) << "stopped polling before it was parked";
+  const auto t0 = clock::now();
+  parked = true;
+  caller.join();
+  EXPECT_EQ(got.load(), 2);
+  EXPECT_LT(clock::now() - t0, 2s);  // not the 5 s budget
+  parked = false;
+  ready = true;
+  EXPECT_TRUE(sync_wait_detail::poll_until(ready, parked, 0us));
+}
+
+// SyncWait::park(): the waiter, polling with a large budget, sleeps on its condition variable
+// from then on (no CPU) and still receives the value.
+TEST(SyncWaitPoll, AParkedWaiterSleepsUntilItsValueIsSet) {
+  SyncWait<int> w;
+  std::atomic<bool> started{false};
+  std::chrono::nanoseconds cpu{};
+  int value = 0;
+  std::thread caller([&] {
+    started = true;
+    const auto c0 = thread_cpu_time();
+    value = w.wait(std::chrono::microseconds(10s));
+    cpu = thread_cpu_time() - c0;
+  });
+  while (!started) std::this_thread::yield();
+  std::this_thread::sleep_for(20ms);
+  w.park();
+  std::this_thread::sleep_for(500ms);  // polling on, the caller would use most of this
+  const auto t0 = clock::now();
+  EXPECT_TRUE(w.set(7));
+  caller.join();
+  EXPECT_EQ(value, 7);
+  EXPECT_LT(clock::now() - t0, 2s);
+  EXPECT_LT(cpu, 250ms) << "the caller went on polling after park()";
 }
 
 }  // namespace
