@@ -15,8 +15,9 @@
 //                   :fence   -> the hold's fencing token (no owner identity starts with ':')
 //   P{N}:fence    string: the fencing counter, shared with Mutex; no TTL, never deleted
 //   P{N}:ch       pub/sub channel: "released" after the last release ("revoked": forced unlock)
-//   P{N}:rel:<id> string, 30 s: release latch of one take, so a retried release never
-//                 decrements twice
+//   P{N}:rel:<id> string: release latch of one take, so a retried release never decrements
+//                 twice; lives 2 x command_timeout + connect_timeout + reconnect.max + 1 s
+//                 (12 s with the default ClientOptions) of the releasing Client
 // Owner identities (hash fields): "<client id>:<thread number>@<host>:<pid>" for a thread
 // (thread numbers count up per process and are never reused), "<client id>:<owner>@<host>:<pid>"
 // for an explicit owner. The client id is 32 random hex digits per Client, so identities of

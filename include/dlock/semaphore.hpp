@@ -10,8 +10,10 @@
 //   P{N}:limit     string: the number of permits N. No TTL. Written by the first acquisition when
 //                  absent (from the constructor's `permits`), and by set_permits().
 //   P{N}:fence     string: counter numbering acquisitions (no TTL, never deleted).
-//   P{N}:released  zset: owner token -> when it released (server ms), kept 30 s, so that a
-//                  retried release is recognised.
+//   P{N}:released  zset: owner token -> when it released (server ms), so that a retried
+//                  release is recognised: the newest 10,000 releases of the last
+//                  2 x command_timeout + connect_timeout + reconnect.max + 1 s (12 s with the
+//                  default ClientOptions) of the releasing Client.
 //   P{N}:ch        pub/sub channel: "released" after each release, "resized" after set_permits().
 //   P{N}           never written by a Semaphore. If it exists, a lock of another kind uses the
 //                  name, and the Semaphore reports errc::wrong_type (as it does for a key above

@@ -16,8 +16,10 @@
 //                  the intent lives one lease TTL), withdraws it when it stops waiting, and the
 //                  intent of a writer that died expires by itself.
 //   P{N}:fence     string: the fencing counter; no TTL, never deleted (as for Mutex).
-//   P{N}:released  zset: owner token -> when it released (server ms), kept 30 s, so that a
-//                  retried release is recognised.
+//   P{N}:released  zset: owner token -> when it released (server ms), so that a retried
+//                  release is recognised: the newest 10,000 releases of the last
+//                  2 x command_timeout + connect_timeout + reconnect.max + 1 s (12 s with the
+//                  default ClientOptions) of the releasing Client.
 //   P{N}:ch        pub/sub channel: "released" when a writer leaves or the last reader leaves,
 //                  "downgraded" after a downgrade, "withdrawn" when a waiting writer gives up.
 // A key of another type, or a P{N} hash without the kind marker, gives errc::wrong_type.

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "client_core.hpp"
+#include "locks/release_memory.hpp"
 #include "scripts/script_call.hpp"
 
 namespace dlock::detail {
@@ -18,8 +19,6 @@ extern const Script reentrant_renew;
 
 namespace {
 
-// How long a take's release latch lives: long enough for any retry of that release.
-constexpr milliseconds release_latch_ttl{30000};
 
 class ReentrantHold;
 
@@ -196,7 +195,7 @@ std::shared_ptr<LeaseRecord> join(const TakeSpec& spec, FencingToken token, long
   s.renew_extra = {token_text(l, token), "take"};
   s.release = &scripts::reentrant_release;
   s.release_keys = {l.key, l.latch_prefix + new_take_id()};
-  s.release_extra = {l.channel, l.message, token_text(l, token), std::to_string(release_latch_ttl.count())};
+  s.release_extra = {l.channel, l.message, token_text(l, token), std::to_string(release_memory(core->options()).count())};
   LeaseOptions o = spec.lease;
   o.listen_for_revocation = false;  // the hold's record listens for the whole hold
   std::shared_ptr<LeaseRecord> take(new LeaseRecord(core, l.name, spec.owner, token, std::move(s), o, sent),

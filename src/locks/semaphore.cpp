@@ -5,6 +5,7 @@
 
 #include "client_core.hpp"
 #include "locks/acquire_op.hpp"
+#include "locks/release_memory.hpp"
 #include "locks/script_attempt.hpp"
 #include "scripts/script_call.hpp"
 #include "util/names.hpp"
@@ -24,8 +25,6 @@ using namespace detail;
 
 namespace {
 
-// How long a release is remembered (P{N}:released): long enough for any retry of a release.
-constexpr milliseconds release_marker_ttl{30000};
 
 // Waiting (see semaphore.hpp, "Waiting"): the waiters of one Client on one Semaphore form one
 // process-local FIFO, acquire_op's WaitQueue keyed by the permits zset, so only its head tries and
@@ -80,7 +79,7 @@ AcquireRequest Semaphore::request(std::size_t k, WaitOptions wait) const {
   spec->hold.renew_extra = {count};
   spec->hold.release = &scripts::sem_release;
   spec->hold.release_keys = {key_ + ":permits", key_ + ":released"};
-  spec->hold.release_extra = {key_ + ":ch", std::to_string(release_marker_ttl.count()), count};
+  spec->hold.release_extra = {key_ + ":ch", std::to_string(release_memory(core_->options()).count()), count};
   spec->lease = lease_;
   AcquireRequest req;
   req.key = key_ + ":permits";  // the Client's one wait queue for this semaphore

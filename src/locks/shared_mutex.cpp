@@ -5,6 +5,7 @@
 
 #include "client_core.hpp"
 #include "locks/acquire_op.hpp"
+#include "locks/release_memory.hpp"
 #include "locks/thread_holds.hpp"
 #include "locks/script_attempt.hpp"
 #include "scripts/script_call.hpp"
@@ -28,8 +29,6 @@ enum Mode : int { exclusive = 0, shared = 1 };
 
 namespace {
 
-// How long a release is remembered (P{N}:released): long enough for any retry of a release.
-constexpr milliseconds release_marker_ttl{30000};
 
 // Readers must not share a process-local wait queue: a queue lets only its head try, and after
 // the head took a (shared) hold the next one would wait for a release notification that a
@@ -68,7 +67,7 @@ SharedMutex::SharedMutex(Client& client, std::string name, LeaseOptions lease)
   base->hold.renew_keys = {key_, key_ + ":readers"};
   base->hold.release = &scripts::rw_release;
   base->hold.release_keys = {key_, key_ + ":readers", key_ + ":released", key_ + ":wintent"};
-  base->hold.release_extra = {key_ + ":ch", std::to_string(release_marker_ttl.count())};
+  base->hold.release_extra = {key_ + ":ch", std::to_string(release_memory(core_->options()).count())};
   base->lease = lease_;
 
   auto write = std::make_shared<ScriptAttemptSpec>(*base);

@@ -1,7 +1,8 @@
 -- Release a SharedMutex hold (writer or reader), then notify waiters.
 -- KEYS[1]  P{N}           hash: kind, writer
 -- KEYS[2]  P{N}:readers   zset: reader owner token -> expiry (server ms)
--- KEYS[3]  P{N}:released  zset: owner token -> when it released (server ms), for idempotence
+-- KEYS[3]  P{N}:released  zset: owner token -> when it released (server ms), for idempotence;
+--          the newest 10,000 within ARGV[3] (detail::released_set_cap, release_memory.hpp)
 -- KEYS[4]  P{N}:wintent   zset: waiting writers' intents
 -- ARGV[1]  owner token
 -- ARGV[2]  the lock's channel  P{N}:ch
@@ -22,6 +23,8 @@ redis.pcall('ZREM', KEYS[4], ARGV[1])
 local function remember()
   redis.pcall('ZREMRANGEBYSCORE', KEYS[3], '-inf', now - keep)
   redis.pcall('ZADD', KEYS[3], now, ARGV[1])
+  -- Bounded whatever the release rate: memory, and the time Redis takes to free it.
+  if redis.pcall('ZCARD', KEYS[3]) > 10000 then redis.pcall('ZREMRANGEBYRANK', KEYS[3], 0, -10001) end
   redis.pcall('PEXPIRE', KEYS[3], keep)
 end
 

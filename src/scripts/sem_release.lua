@@ -1,6 +1,7 @@
 -- Release the permits of one Semaphore acquisition, then notify waiters.
 -- KEYS[1]  P{N}:permits   zset: permit id -> expiry (server ms)
--- KEYS[2]  P{N}:released  zset: owner token -> when it released (server ms), for idempotence
+-- KEYS[2]  P{N}:released  zset: owner token -> when it released (server ms), for idempotence;
+--          the newest 10,000 within ARGV[3] (detail::released_set_cap, release_memory.hpp)
 -- ARGV[1]  owner token
 -- ARGV[2]  the semaphore's channel  P{N}:ch
 -- ARGV[3]  how long a release is remembered, in milliseconds
@@ -31,6 +32,8 @@ end
 if found and live then
   redis.pcall('ZREMRANGEBYSCORE', KEYS[2], '-inf', now - keep)
   redis.pcall('ZADD', KEYS[2], now, ARGV[1])
+  -- Bounded whatever the release rate: memory, and the time Redis takes to free it.
+  if redis.pcall('ZCARD', KEYS[2]) > 10000 then redis.pcall('ZREMRANGEBYRANK', KEYS[2], 0, -10001) end
   redis.pcall('PEXPIRE', KEYS[2], keep)
   local n = redis.pcall('PUBLISH', ARGV[2], 'released')
   if type(n) == 'number' and n > 0 then return 2 + n end
