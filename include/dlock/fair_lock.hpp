@@ -42,7 +42,9 @@
 // when the holder's TTL ends (a crashed holder) and after WaitOptions::recheck_interval.
 // A handed-over lease's validity is counted from the send time of the waiter's last try that ran
 // before the handover, so remaining() can start below the full TTL by up to the time it waited
-// since that try (at most waiter_ttl / 3).
+// since that try (at most waiter_ttl / 3). When that is more than the lease's validity (a waiter
+// that moved up the queue without a try of its own, with a lease TTL below waiter_ttl / 3), the
+// waiter first renews the granted key, one more round trip, and the lease counts from then.
 //
 // Subscriptions: a FairLock object subscribes its process's channel the first time one of its
 // waits queues, and keeps it until it is destroyed; later waits of the object queue with their

@@ -204,7 +204,7 @@ class FairWaitOp final : public std::enable_shared_from_this<FairWaitOp> {
       return;
     }
     // The last try answered "busy" ran before the release's SET: its send time is a safe start.
-    accept(make_lease(token, last_busy_sent_.value_or(first_enqueue_sent_)));
+    take_grant(token, last_busy_sent_.value_or(first_enqueue_sent_));
   }
 
   // 'released', or the subscription was made again (messages may have been lost): try now.
@@ -229,6 +229,45 @@ class FairWaitOp final : public std::enable_shared_from_this<FairWaitOp> {
     if (BootClock::now() < lease->valid_until()) return deliver(Lease(std::move(lease)));
     sleeping_ = false;
     timer_.cancel();
+    refusing_ = true;
+    release_unwanted(lease, [self = shared_from_this()] { self->after_refusal(); });
+  }
+
+  // A handover, whose lease counts from `start` (a try of ours that ran before it). Only the head
+  // is handed the lock, and a waiter further back tries only every waiter_ttl / 3: one that moved
+  // up without a try of its own can be handed the lock longer than a (short) lease TTL after its
+  // last try. Refusing such a grant (accept) handed the lock on and sent this waiter to the back,
+  // where, with holds longer than the TTL, the same happened again. Instead the granted key is
+  // renewed, and the lease counts from that renewal's send: one round trip, only when late.
+  void take_grant(std::uint64_t token, BootClock::time_point start) {
+    if (BootClock::now() < LeaseTiming::from(spec_->lease).validity_from(start)) {
+      return accept(make_lease(token, start));
+    }
+    sleeping_ = false;
+    timer_.cancel();
+    refusing_ = true;  // give_up() waits for the answer (on_confirmed cleans up)
+    const HoldScripts& hold = *spec_->hold;
+    std::vector<std::string> args{owner_, std::to_string(spec_->lease.ttl.count())};
+    hold.append_renew_extra(args);
+    const auto sent = BootClock::now();
+    core_->eval_now(*hold.renew, encode_evalsha(*hold.renew, hold.renew_key_list(), args),
+                    [self = shared_from_this(), token, sent](Result<Reply> r) {
+                      self->on_confirmed(token, sent, std::move(r));
+                    });
+  }
+
+  void on_confirmed(std::uint64_t token, BootClock::time_point sent, Result<Reply> r) {
+    refusing_ = false;
+    if (r.ok() && r->is_integer() && r->integer() == 0) {
+      // The granted key was gone or someone else's when the renewal arrived (its TTL ran out
+      // first): no acquisition. Our place went with the handover: the wait goes on, queued anew.
+      refusing_ = true;
+      return after_refusal();
+    }
+    auto lease = make_lease(token, sent);
+    if (r.ok() && r->is_integer() && r->integer() == 1 && !finished_) return accept(std::move(lease));
+    // Given up meanwhile, or the renewal failed (the key may still be ours): release it, which
+    // hands it on, and go on (or report) as after a refused acquisition.
     refusing_ = true;
     release_unwanted(lease, [self = shared_from_this()] { self->after_refusal(); });
   }
@@ -319,7 +358,7 @@ class FairWaitOp final : public std::enable_shared_from_this<FairWaitOp> {
       // handover, so its send time bounds the lease; after any other outcome, the first try that
       // joined the queue (the handover needed our place) does.
       const auto start = kind == Kind::busy ? sent : first_enqueue_sent_;
-      return accept(make_lease(*granted, start));
+      return take_grant(*granted, start);
     }
     switch (kind) {
       case Kind::acquired:
@@ -465,7 +504,7 @@ class FairWaitOp final : public std::enable_shared_from_this<FairWaitOp> {
   bool subscribed_ = false;     // channel_ subscribed (or asked to be) for this wait
   bool enqueued_ = false;       // a try that joins the queue was sent
   bool try_in_flight_ = false;
-  bool refusing_ = false;       // a late acquisition's release is in flight (accept)
+  bool refusing_ = false;       // a late grant's confirmation, or a late acquisition's release, is in flight
   bool sleeping_ = false;
   bool finished_ = false;       // no more tries: the outcome is decided
   bool delivered_ = false;      // done_ ran

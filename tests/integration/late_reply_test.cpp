@@ -413,49 +413,82 @@ INSTANTIATE_TEST_SUITE_P(Kinds, LateReplyKinds,
                          [](const ::testing::TestParamInfo<Kind>& p) { return std::string(p.param.label); });
 
 // FairLock's handover: a release gives the lock to the head of the queue and tells it
-// 'granted <token> <id>'. A grant that reaches the waiter after its lease's validity ended is
-// refused like a late try: given back, and the wait goes on (here: the lock is free, so its next
-// try takes it, with a new token).
-TEST_F(LateReply, FairLockGrantTakenUpLateIsGivenBack) {
-  const std::string name = "late-grant";
-  dlock::FairLock holder_lock(*client, name);
-  auto held = holder_lock.acquire(dlock::test::no_wait());
-  ASSERT_TRUE(held.ok()) << held.error().what();
+// 'granted <token> <id>'. A grant that reaches the waiter after the validity counted from its last
+// try is confirmed with a renewal of the granted key before it is taken (fair_wait.cpp,
+// take_grant): the lease then counts from that renewal. (Refusing it, as before, handed the lock
+// on and sent the waiter to the back of the queue.) Waits for `hold` with the waiter's replies
+// and messages held back, and returns the lease and the token the handover counted.
+struct GrantOutcome {
+  std::optional<dlock::Result<dlock::Lease>> result;
+  long long granted_token = 0;
+  std::string granted_owner;
+};
 
+GrantOutcome late_grant(dlock::Client& holder_client, dlock::Client& late, RawConnection& raw, FaultProxy& proxy,
+                        const std::string& name, const dlock::LeaseOptions& lease, milliseconds hold) {
+  GrantOutcome g;
+  dlock::FairLock holder_lock(holder_client, name);
+  auto held = holder_lock.acquire(dlock::test::no_wait());
+  EXPECT_TRUE(held.ok()) << held.error().what();
+  if (!held) return g;
   // The waiter makes no tries of its own while the grant is held back: it re-tries every
   // waiter_ttl / 3 or recheck interval, both far away.
   dlock::FairLockOptions fair;
   fair.waiter_ttl = 30000ms;
-  dlock::FairLock waiter_lock(*late, name, lingering(), fair);
+  dlock::FairLock waiter_lock(late, name, lease, fair);
   dlock::WaitOptions wait = waiting(scaled(10000ms));
   wait.recheck_interval = 10000ms;
   Outcome out;
   waiter_lock.async_acquire(wait, out.callback());
-  ASSERT_TRUE(eventually([&] { return raw->cmd_int({"LLEN", waiter_lock.queue_key()}) == 1; }, scaled(5000ms)));
+  EXPECT_TRUE(eventually([&] { return raw.cmd_int({"LLEN", waiter_lock.queue_key()}) == 1; }, scaled(5000ms)));
   std::this_thread::sleep_for(scaled(100ms));  // the queuing try's answer is back
 
-  proxy->hold_replies();
-  ASSERT_TRUE(held->release().ok());
+  proxy.hold_replies();
+  EXPECT_TRUE(held->release().ok());
   // Handed over: the key holds the waiter's token, the fence counted it.
-  const std::string waiter_id = raw->cmd({"GET", waiter_lock.key()});
-  ASSERT_NE(waiter_id, "(nil)");
-  ASSERT_NE(waiter_id, held->owner());
-  const long long granted_token = counter(*raw, waiter_lock.key() + ":fence");
-  std::this_thread::sleep_for(kHold);
-  proxy->pass();
+  g.granted_owner = raw.cmd({"GET", waiter_lock.key()});
+  EXPECT_NE(g.granted_owner, "(nil)");
+  EXPECT_NE(g.granted_owner, held->owner());
+  g.granted_token = counter(raw, waiter_lock.key() + ":fence");
+  std::this_thread::sleep_for(hold);
+  proxy.pass();
+  g.result = out.get(scaled(10000ms));
+  return g;
+}
 
-  auto r = out.get(scaled(10000ms));
-  ASSERT_TRUE(r.has_value()) << "the wait never finished";
-  ASSERT_TRUE(r->ok()) << r->error().what();
-  const dlock::Lease& lease = r->value();
-  EXPECT_GT(lease.token().value, static_cast<unsigned long long>(granted_token))
-      << "the late grant's lease was returned (remaining " << lease.remaining().count() << " ms)";
+// The granted key is still the waiter's (its server TTL is 10 s; the client counts 300 ms): the
+// renewal confirms it, and the lease is the handover's.
+TEST_F(LateReply, FairLockGrantTakenUpLateIsConfirmedByARenewal) {
+  GrantOutcome g = late_grant(*client, *late, *raw, *proxy, "late-grant", lingering(), kHold);
+  ASSERT_TRUE(g.result.has_value()) << "the wait never finished";
+  ASSERT_TRUE(g.result->ok()) << g.result->error().what();
+  const dlock::Lease& lease = g.result->value();
+  EXPECT_EQ(lease.token().value, static_cast<unsigned long long>(g.granted_token));
+  EXPECT_EQ(lease.owner(), g.granted_owner);
   EXPECT_GT(lease.remaining().count(), 0);
-  EXPECT_EQ(raw->cmd({"GET", waiter_lock.key()}), lease.owner());
+  EXPECT_GT(raw->cmd_int({"PTTL", key_of("late-grant")}), 9000) << "not renewed";
   EXPECT_TRUE(eventually([&] { return late->active_leases() == 1; }, scaled(2000ms)))
       << late->active_leases() << " records in the watchdog";
-  EXPECT_TRUE(r->value().release().ok());
-  EXPECT_EQ(raw->cmd_int({"EXISTS", waiter_lock.key()}), 0);
+  EXPECT_TRUE(g.result->value().release().ok());
+  EXPECT_EQ(raw->cmd_int({"EXISTS", key_of("late-grant")}), 0);
+}
+
+// The granted key expired on the server before the renewal came (its TTL is the 300 ms the
+// client counts): no acquisition; the wait goes on, and its next try takes the free lock with a
+// new token.
+TEST_F(LateReply, FairLockGrantWhoseKeyExpiredIsNotTaken) {
+  GrantOutcome g = late_grant(*client, *late, *raw, *proxy, "expired-grant", short_lived(), kHold);
+  ASSERT_TRUE(g.result.has_value()) << "the wait never finished";
+  ASSERT_TRUE(g.result->ok()) << g.result->error().what();
+  const dlock::Lease& lease = g.result->value();
+  EXPECT_GT(lease.token().value, static_cast<unsigned long long>(g.granted_token))
+      << "the expired grant's lease was returned (remaining " << lease.remaining().count() << " ms)";
+  EXPECT_GT(lease.remaining().count(), 0);
+  EXPECT_EQ(raw->cmd({"GET", key_of("expired-grant")}), lease.owner());
+  EXPECT_TRUE(eventually([&] { return late->active_leases() == 1; }, scaled(2000ms)))
+      << late->active_leases() << " records in the watchdog";
+  EXPECT_TRUE(g.result->value().release().ok());
+  EXPECT_EQ(raw->cmd_int({"EXISTS", key_of("expired-grant")}), 0);
 }
 
 }  // namespace
