@@ -1,9 +1,9 @@
 #include "locks/acquire_op.hpp"
 
-#include <utility>
 #include <algorithm>
 #include <deque>
 #include <random>
+#include <utility>
 
 #include "client_core.hpp"
 #include "locks/hold_back.hpp"

@@ -19,7 +19,6 @@ extern const Script reentrant_renew;
 
 namespace {
 
-
 class ReentrantHold;
 
 // (client id, key, owner) -> the owner's live hold. Process-wide because a hold belongs to a

@@ -13,6 +13,12 @@
 // reconnect.max, then up to connect_timeout to connect) and then up to its own command_timeout.
 // One second more for a server that stalls; at least 2 s. Defaults: 12 s.
 //
+// A P{N}:released set also keeps only the newest 10,000 releases (rw_release.lua,
+// sem_release.lua): that bounds its memory (about 1.7 MB) and the time Redis takes to free it
+// when it expires (0.5 ms measured), whatever the release rate. A retried release older than the
+// newest 10,000 releases of its lock is reported as not held (errc::lock_lost): a false alarm,
+// never a missed loss.
+//
 // Mutex, FairLock, MultiLock and Redlock keep one marker per lock (P{N}:rel, the last releaser),
 // whatever the release rate, and keep it 30 s.
 #pragma once
@@ -30,12 +36,5 @@ inline milliseconds release_memory(const ClientOptions& o) {
   const milliseconds window = 2 * o.command_timeout + o.connect_timeout + o.reconnect.max + 1s;
   return std::clamp<milliseconds>(window, 2s, 24h);
 }
-
-// The most releases one P{N}:released set keeps (the newest): bounds its memory (about 1.7 MB)
-// and the time Redis takes to free it when it expires (0.5 ms measured), whatever the release
-// rate. A retried release older than the newest 10,000 releases of that lock is reported as
-// "not held" (errc::lock_lost): a false alarm, never a missed loss. Used by rw_release.lua and
-// sem_release.lua, which repeat the number (scripts cannot include C++).
-inline constexpr long long released_set_cap = 10000;
 
 }  // namespace dlock::detail

@@ -25,7 +25,6 @@ using namespace detail;
 
 namespace {
 
-
 // Waiting (see semaphore.hpp, "Waiting"): the waiters of one Client on one Semaphore form one
 // process-local FIFO, acquire_op's WaitQueue keyed by the permits zset, so only its head tries and
 // a release costs one try per process rather than one per waiter. A head that takes permits while

@@ -29,7 +29,6 @@ enum Mode : int { exclusive = 0, shared = 1 };
 
 namespace {
 
-
 // Readers must not share a process-local wait queue: a queue lets only its head try, and after
 // the head took a (shared) hold the next one would wait for a release notification that a
 // reader's entry never causes. Each reader acquisition gets a queue of its own instead; they all

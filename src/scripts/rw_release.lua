@@ -2,7 +2,7 @@
 -- KEYS[1]  P{N}           hash: kind, writer
 -- KEYS[2]  P{N}:readers   zset: reader owner token -> expiry (server ms)
 -- KEYS[3]  P{N}:released  zset: owner token -> when it released (server ms), for idempotence;
---          the newest 10,000 within ARGV[3] (detail::released_set_cap, release_memory.hpp)
+--          the newest 10,000 within ARGV[3] (src/locks/release_memory.hpp)
 -- KEYS[4]  P{N}:wintent   zset: waiting writers' intents
 -- ARGV[1]  owner token
 -- ARGV[2]  the lock's channel  P{N}:ch

@@ -1,7 +1,7 @@
 -- Release the permits of one Semaphore acquisition, then notify waiters.
 -- KEYS[1]  P{N}:permits   zset: permit id -> expiry (server ms)
 -- KEYS[2]  P{N}:released  zset: owner token -> when it released (server ms), for idempotence;
---          the newest 10,000 within ARGV[3] (detail::released_set_cap, release_memory.hpp)
+--          the newest 10,000 within ARGV[3] (src/locks/release_memory.hpp)
 -- ARGV[1]  owner token
 -- ARGV[2]  the semaphore's channel  P{N}:ch
 -- ARGV[3]  how long a release is remembered, in milliseconds
