@@ -53,4 +53,8 @@ bool reentrant_hold_live(const ClientCore& core, const std::string& key, const s
 // Validity left of the hold a ReentrantMutex lease belongs to (zero when it is not held).
 milliseconds reentrant_hold_remaining(const Lease& lease) noexcept;
 
+// A new take id (16 hex digits), unique across processes and threads: names the take's release
+// latch P{N}:rel:<id>.
+std::string new_take_id();
+
 }  // namespace dlock::detail
