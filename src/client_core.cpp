@@ -1,6 +1,5 @@
 #include "client_core.hpp"
 
-#include <sys/random.h>
 #include <unistd.h>
 
 #include <array>
@@ -14,6 +13,7 @@
 #include "cluster/sharded_scripts.hpp"
 #include "renewal/lease_record.hpp"
 #include "scripts/script_call.hpp"
+#include "util/random_hex.hpp"
 
 namespace dlock::detail {
 namespace {
@@ -26,24 +26,6 @@ std::string host_name() {
   std::array<char, 256> buf{};
   if (::gethostname(buf.data(), buf.size() - 1) != 0) return "unknown-host";
   return buf.data();
-}
-
-// 128 bits from the kernel's CSPRNG, as 32 hex digits.
-std::string random_hex128() {
-  std::array<unsigned char, 16> bytes{};
-  std::size_t got = 0;
-  while (got < bytes.size()) {
-    ssize_t n = ::getrandom(bytes.data() + got, bytes.size() - got, 0);
-    if (n > 0) got += static_cast<std::size_t>(n);
-  }
-  static constexpr char hex[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(32);
-  for (unsigned char b : bytes) {
-    out.push_back(hex[b >> 4]);
-    out.push_back(hex[b & 15]);
-  }
-  return out;
 }
 
 std::string sha1_hex(const std::string& data) {
@@ -80,7 +62,7 @@ ClientCore::ClientCore(Deployment deployment, ClientOptions options)
       cluster_mode_(deployment_.kind == Deployment::Kind::cluster),
       options_(std::move(options)),
       identity_(host_name() + ":" + std::to_string(::getpid())),
-      client_id_(random_hex128()) {
+      client_id_(random_hex(16)) {
   notifier_ = std::make_unique<Notifier>(io_, address_, options_);
   switch (deployment_.kind) {
     case Deployment::Kind::standalone:
@@ -364,7 +346,7 @@ void ClientCore::interrupt() {
 }
 
 std::string ClientCore::new_owner_token() const {
-  std::string token = random_hex128();
+  std::string token = random_hex(16);
   token.push_back('@');
   token += identity_;
   // Wall-clock time of the acquisition, for operators ("held for 3 min"); never used for

@@ -1,8 +1,5 @@
 #include "locks/reentrant_hold.hpp"
 
-#include <sys/random.h>
-
-#include <array>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
@@ -10,6 +7,7 @@
 #include "client_core.hpp"
 #include "locks/release_memory.hpp"
 #include "scripts/script_call.hpp"
+#include "util/random_hex.hpp"
 
 namespace dlock::detail {
 
@@ -19,27 +17,12 @@ extern const Script reentrant_release;
 extern const Script reentrant_renew;
 }  // namespace scripts
 
-// 64 bits from the kernel's CSPRNG, as 16 hex digits. Not a seeded generator: a process forked
-// after using one repeats its parent's sequence, and so do its siblings; two processes' takes of
-// one lock then shared a latch, and the second release found the first's latch, took itself for
+// 64 bits from the kernel's CSPRNG (random_hex), as 16 hex digits. Not a seeded generator: a
+// process forked after using one repeats its parent's sequence, and so do its siblings; two
+// processes' takes of one lock then shared a latch, and the second release found the first's latch, took itself for
 // a retry and skipped its decrement: the lock stayed held until its TTL ended, by an owner that
 // had been told it was released (TakeId.ForkedProcessesDrawTheirOwn).
-std::string new_take_id() {
-  std::array<unsigned char, 8> bytes{};
-  std::size_t got = 0;
-  while (got < bytes.size()) {
-    const ssize_t n = ::getrandom(bytes.data() + got, bytes.size() - got, 0);
-    if (n > 0) got += static_cast<std::size_t>(n);
-  }
-  static constexpr char hex[] = "0123456789abcdef";
-  std::string id;
-  id.reserve(2 * bytes.size());
-  for (unsigned char b : bytes) {
-    id.push_back(hex[b >> 4]);
-    id.push_back(hex[b & 15]);
-  }
-  return id;
-}
+std::string new_take_id() { return random_hex(8); }
 
 namespace {
 
