@@ -31,13 +31,18 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 if failed(redis.pcall('ZREMRANGEBYSCORE', KEYS[2], '-inf', kind == 'none' and '+inf' or now)) then
   return wrong_type(KEYS[2])
 end
--- The latest intent: a live one keeps this reader out. Expired intents are left for the writers
--- to remove (they do when they add theirs); the latest one tells whether any is live.
+-- The latest intent: a live one keeps this reader out. It tells whether any is live.
 local intent = redis.pcall('ZRANGE', KEYS[3], -1, -1, 'WITHSCORES')
 if failed(intent) then return wrong_type(KEYS[3]) end
 
 if writer then return {0, redis.call('PTTL', KEYS[1])} end
-if #intent > 0 and tonumber(intent[2]) > now then return {0, tonumber(intent[2]) - now} end
+if #intent > 0 then
+  if tonumber(intent[2]) > now then return {0, tonumber(intent[2]) - now} end
+  -- Every intent has ended (writers that died waiting): the set goes now. Its key TTL ends with
+  -- the latest intent, but Redis expires a key only once its time is past, so within that
+  -- millisecond the set would outlive the intents this reader has just passed.
+  redis.call('DEL', KEYS[3])
+end
 
 -- The reader carries the current writer epoch: the counter's value, seeded from the server's
 -- clock in microseconds when missing (as for Mutex) so tokens keep rising after data loss.

@@ -424,6 +424,32 @@ TEST_F(SharedMutexTest, CrashedWaitingWritersIntentExpires) {
   EXPECT_EQ(raw->cmd_int({"EXISTS", wintent}), 0);
 }
 
+// A reader that passes only ended intents removes them. Redis expires the set only once its time
+// is past, so in the millisecond where the last intent ends, the set outlived the intents the
+// reader had just passed (CrashedWaitingWritersIntentExpires failed on that boundary under load).
+// Here the set's TTL is made to outlast its intents to pin the same state.
+TEST_F(SharedMutexTest, ReaderPassingOnlyEndedIntentsRemovesThem) {
+  dlock::SharedMutex m(*client, "ended-intents");
+  const std::string wintent = m.key() + ":wintent";
+  const auto now_ms = [&] {
+    const auto t = raw->cmd_array({"TIME"});
+    return std::stoll(t.at(0)) * 1000 + std::stoll(t.at(1)) / 1000;
+  };
+  const long long now = now_ms();
+  raw->cmd({"ZADD", wintent, std::to_string(now - 50), "dead-writer-1", std::to_string(now - 10), "dead-writer-2"});
+  raw->cmd({"PEXPIRE", wintent, "60000"});
+  auto lease = m.acquire_shared(no_wait());
+  ASSERT_TRUE(lease.ok()) << "ended intents kept a reader out: " << lease.error().what();
+  EXPECT_EQ(raw->cmd_int({"EXISTS", wintent}), 0) << "the ended intents outlived the reader that passed them";
+  EXPECT_TRUE(lease->release().ok());
+
+  // A live intent among ended ones still keeps readers out, and stays.
+  raw->cmd({"ZADD", wintent, std::to_string(now_ms() - 10), "dead-writer", std::to_string(now_ms() + 60000), "live-writer"});
+  dlock::SharedMutex other(*client, "ended-intents");
+  EXPECT_FALSE(other.try_lock_shared()) << "a reader got past a live intent";
+  EXPECT_EQ(raw->cmd_int({"ZCARD", wintent}), 2);
+}
+
 // The watchdog renews each reader: a 300 ms reader lease held for 1.2 s keeps writers out, and
 // its expiry score keeps moving forward.
 TEST_F(SharedMutexTest, WatchdogRenewsReaders) {
