@@ -2,12 +2,12 @@
 
 #include <algorithm>
 #include <deque>
-#include <random>
 #include <utility>
 
 #include "client_core.hpp"
 #include "locks/hold_back.hpp"
 #include "scripts/script_call.hpp"
+#include "util/jitter_rng.hpp"
 #include "util/names.hpp"
 #include "util/sync_wait.hpp"
 
@@ -225,10 +225,8 @@ class AcquireOp final : public std::enable_shared_from_this<AcquireOp> {
   }
 
   void sleep(BootClock::time_point now, std::optional<milliseconds> holder_ttl) {
-    thread_local std::mt19937_64 rng{std::random_device{}()};
-    std::uniform_real_distribution<double> jitter(0.8, 1.2);
     // (normalize_wait made a zero or negative interval the default one: never a polling loop.)
-    auto d = std::chrono::duration_cast<BootClock::duration>(req_.wait.recheck_interval * jitter(rng));
+    auto d = std::chrono::duration_cast<BootClock::duration>(req_.wait.recheck_interval * jitter_between(0.8, 1.2));
     // The holder's TTL bounds the wait: a crashed holder's key expires without a notification.
     if (holder_ttl && holder_ttl->count() >= 0) d = std::min<BootClock::duration>(d, *holder_ttl + milliseconds(1));
     BootClock::time_point at = now + d;

@@ -2,7 +2,6 @@
 
 #include <charconv>
 #include <optional>
-#include <random>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -10,6 +9,7 @@
 #include "client_core.hpp"
 #include "locks/acquire_op.hpp"  // release_unwanted
 #include "scripts/script_call.hpp"
+#include "util/jitter_rng.hpp"
 #include "util/names.hpp"
 #include "util/sync_wait.hpp"
 
@@ -396,9 +396,7 @@ class FairWaitOp final : public std::enable_shared_from_this<FairWaitOp> {
   }
 
   void sleep(BootClock::time_point now, BootClock::time_point sent, int position, long long hint) {
-    thread_local std::mt19937_64 rng{std::random_device{}()};
-    std::uniform_real_distribution<double> jitter(0.8, 1.2);
-    const auto recheck = std::chrono::duration_cast<milliseconds>(wait_.recheck_interval * jitter(rng));
+    const auto recheck = std::chrono::duration_cast<milliseconds>(wait_.recheck_interval * jitter_between(0.8, 1.2));
     const auto refresh_left =
         std::chrono::duration_cast<milliseconds>(spec_->refresh_interval() - (now - sent));
     next_try_at_ = now + fair_retry_delay(position, hint, recheck, refresh_left);

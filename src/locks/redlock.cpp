@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <optional>
-#include <random>
 
 #include "client_core.hpp"
 #include "locks/hold_back.hpp"
@@ -10,6 +9,7 @@
 #include "locks/redlock_turns.hpp"
 #include "locks/redlock_wait.hpp"
 #include "locks/thread_holds.hpp"
+#include "util/jitter_rng.hpp"
 #include "util/names.hpp"
 #include "util/sync_wait.hpp"
 
@@ -25,11 +25,6 @@ RedlockTry try_blocking(const std::shared_ptr<const RedlockSpec>& spec) {
   auto wait = std::make_shared<SyncWait<RedlockTry>>();
   redlock_try(spec, [wait](RedlockTry t) { wait->set(std::move(t)); });
   return wait->wait(spec->nodes.cores.front()->busy_poll());
-}
-
-double jitter(double lo, double hi) {
-  thread_local std::mt19937_64 rng{std::random_device{}()};
-  return std::uniform_real_distribution<double>(lo, hi)(rng);
 }
 
 }  // namespace
@@ -127,7 +122,7 @@ Result<Lease> Redlock::acquire(WaitOptions wait, std::stop_token stop) {
       after_holder = false;
       const auto now = Steady::now();
       if (wakeups->sleep(place.handover_generation(),
-                         bounded(now + std::chrono::duration_cast<Steady::duration>(recheck * jitter(0.8, 1.2))),
+                         bounded(now + std::chrono::duration_cast<Steady::duration>(recheck * jitter_between(0.8, 1.2))),
                          stop)) {
         wakeups->pause(bounded(Steady::now() + hold_back_after_release(place.last_try_round_trip())), stop);
       }
@@ -158,12 +153,12 @@ Result<Lease> Redlock::acquire(WaitOptions wait, std::stop_token stop) {
       // Two contenders each took some nodes and both released: back off for a random moment,
       // deaf to their release notifications, so the next round is not split again.
       const auto pause = std::chrono::duration_cast<Steady::duration>(
-          std::clamp(spec_->lease.ttl / 100, milliseconds(5), milliseconds(50)) * jitter(0.5, 1.5));
+          std::clamp(spec_->lease.ttl / 100, milliseconds(5), milliseconds(50)) * jitter_between(0.5, 1.5));
       wakeups->pause(bounded(now + pause), stop);
       continue;
     }
     if (wakeups->generation() != seen) continue;  // a release was announced during the try
-    auto d = std::chrono::duration_cast<Steady::duration>(recheck * jitter(0.8, 1.2));
+    auto d = std::chrono::duration_cast<Steady::duration>(recheck * jitter_between(0.8, 1.2));
     // The holders' TTL bounds the wait: a crashed holder's keys expire without a notification.
     if (t.holder_ttl) d = std::min<Steady::duration>(d, *t.holder_ttl + milliseconds(1));
     wakeups->sleep(seen, bounded(now + d), stop);

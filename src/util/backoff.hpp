@@ -22,9 +22,9 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
-#include <random>
 
 #include "dlock/options.hpp"
+#include "util/jitter_rng.hpp"
 
 namespace dlock::detail {
 
@@ -52,7 +52,7 @@ class Backoff {
     return std::chrono::milliseconds{std::max(delay, floor_ms)};
   }
 
-  // Next delay with a thread-local std::mt19937_64 seeded from std::random_device.
+  // Next delay with this thread's jitter generator (util/jitter_rng.hpp).
   std::chrono::milliseconds next() { return next(&thread_uniform01); }
 
   // After a success: the next delay is the first one again.
@@ -76,11 +76,7 @@ class Backoff {
   }
 
   static double thread_uniform01() {
-    thread_local std::mt19937_64 rng = [] {
-      std::random_device rd;
-      std::seed_seq seq{rd(), rd(), rd(), rd()};
-      return std::mt19937_64(seq);
-    }();
+    auto& rng = jitter_rng();
     // The top 53 bits as a fraction: exactly uniform on [0, 1), never 1.0 (unlike some
     // std::uniform_real_distribution implementations).
     return static_cast<double>(rng() >> 11) * 0x1.0p-53;
