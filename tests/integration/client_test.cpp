@@ -993,6 +993,49 @@ TEST(ClientConcurrency, SixteenThreadsShareOneConnection) { hammer_and_count(1, 
 
 TEST(ClientConcurrency, SixteenThreadsShareAFewConnections) { hammer_and_count(3, "dlock-pool"); }
 
+// A command far larger than the socket's send buffer (24 MB) while other callers' commands queue
+// behind it: the write goes out in many pieces, the value comes back whole, and every small
+// command gets its own reply, in order.
+void big_write_with_others(const RedisServerOptions& so, bool unix_socket) {
+  RedisServer server(so);
+  Client c(unix_socket ? "unix://" + server.unix_path() : server.url());
+  ASSERT_TRUE(c.ping(3000ms).ok());
+  std::string big(24u << 20, '\0');
+  for (std::size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>('a' + (i * 7919) % 26);
+  std::atomic<int> wrong{0};
+  {
+    std::vector<std::jthread> pool;
+    for (int t = 0; t < 3; ++t) {
+      pool.emplace_back([&, t] {
+        for (int i = 0; i < 300; ++i) {
+          const std::string v = std::to_string(t) + ":" + std::to_string(i);
+          auto r = c.command({"ECHO", v});
+          if (!r.ok() || r->str() != v) ++wrong;
+        }
+      });
+    }
+    for (int round = 0; round < 2; ++round) {
+      auto set = c.command({"SET", "big", big});
+      ASSERT_TRUE(RepliesText(set, "OK"));
+      auto get = c.command({"GET", "big"});
+      ASSERT_TRUE(get.ok()) << describe(get);
+      ASSERT_EQ(get->str().size(), big.size());
+      EXPECT_TRUE(get->str() == big) << "the value came back altered";
+    }
+  }
+  EXPECT_EQ(wrong.load(), 0);
+}
+
+TEST(ClientConcurrency, CommandLargerThanTheSocketBufferArrivesWholeAmongOthers) {
+  big_write_with_others(RedisServerOptions{}, false);
+}
+
+TEST(ClientConcurrency, CommandLargerThanTheSocketBufferArrivesWholeOnAUnixSocket) {
+  RedisServerOptions o;
+  o.unix_socket = true;
+  big_write_with_others(o, true);
+}
+
 // ============================================================================================
 // 11. Cancellation
 // ============================================================================================
