@@ -2,8 +2,7 @@
 //
 // A Lease is what an acquisition returns. It is a move-only handle to a small record that the
 // Client's watchdog renews (LeaseMode::watchdog) or merely watches (LeaseMode::fixed_ttl).
-// Destroying a Lease releases the lock (noexcept; blocks for at most two command timeouts, as
-// release() does).
+// Destroying a Lease releases the lock (noexcept; blocks as release() does).
 //
 // Loss: a lease is *lost* when the watchdog finds the key gone or holding another token, or when
 // its validity runs out on this machine's clock (CLOCK_BOOTTIME) without a successful renewal.
@@ -62,20 +61,30 @@ class Lease {
   // extend(ttl)
   //
   // Sets the key's TTL to `ttl` from now if this owner still holds it; the watchdog then uses
-  // `ttl` for later renewals. Blocks for one round trip. Errors: not_owner (the lease is lost;
-  // on_lost runs), connection, timeout, invalid_argument (ttl <= 0).
+  // `ttl` for later renewals. Blocks for one round trip; after a connection error or a timeout
+  // it is sent again, as release() is. Errors: not_owner (the lease is lost; on_lost runs),
+  // connection, timeout, invalid_argument (ttl <= 0).
   Result<void> extend(milliseconds ttl);
 
   // release()
   //
   // Stops renewal first (so no renewal can outlive it), then deletes the key if this owner
-  // still holds it and publishes a release notification. Blocks for one round trip, retried
-  // once after a connection error; a repeated release of the same lease is harmless and reports
-  // success. Errors: lock_lost (the lock was no longer ours: someone else may have held it in
-  // the meantime), connection/timeout (outcome unknown; the key expires at its TTL), shutdown
-  // (the Client is gone), called_from_event_loop (sent, but its outcome not awaited).
+  // still holds it and publishes a release notification. Blocks for one round trip. After a
+  // connection error or a timeout (its outcome unknown) the release is sent again once the
+  // connection is back, for up to ClientOptions::reconnect.max + connect_timeout (5 s by
+  // default) after the first such error, each try waiting at most command_timeout: a blip
+  // costs a release a few milliseconds, an unreachable server blocks it that long. A repeated
+  // release of the same lease is harmless and reports success. Errors: lock_lost (the lock was
+  // no longer ours: someone else may have held it in the meantime), connection/timeout (still
+  // unknown after the retries; the key expires at its TTL), shutdown (the Client is gone),
+  // called_from_event_loop (sent, but its outcome not awaited).
   // If release() is the first to find the lease lost, it returns lock_lost and on_lost does
   // not run (the caller is told directly).
+  // Not guaranteed: a retried release that finds the lock neither held nor marked as released
+  // by this lease reports lock_lost, also when its first try did release it and another owner
+  // took and released the lock before the retry (Mutex, FairLock, MultiLock and Redlock
+  // remember only their last releaser). From Redis alone that cannot be told apart from a key
+  // lost in a restart or failover, so it is reported: a false alarm, never a missed loss.
   Result<void> release() noexcept;
 
   // For lock implementations; not part of the stable API.

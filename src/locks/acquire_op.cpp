@@ -6,6 +6,7 @@
 
 #include "client_core.hpp"
 #include "locks/hold_back.hpp"
+#include "locks/idempotent_call.hpp"
 #include "scripts/script_call.hpp"
 #include "util/jitter_rng.hpp"
 #include "util/names.hpp"
@@ -419,12 +420,16 @@ void release_unwanted(const std::shared_ptr<LeaseRecord>& rec, std::function<voi
   }
   rec->core->renewals().remove(*rec);
   if (!rec->hold) rec->core->active_leases_.fetch_sub(1);  // a take counts through its hold
-  rec->core->eval_now(*rec->scripts.release,
-                      encode_evalsha(*rec->scripts.release, rec->scripts.release_key_list(), rec->release_args()),
-                      [rec, then = std::move(then)](Result<Reply>) {
-                        rec->finish_release();
-                        if (then) then();
-                      });
+  // Sent again while its outcome is unknown (idempotent_call.hpp); `then` runs on the first
+  // answer, so a caller is not held up while the node is down.
+  send_idempotent(
+      rec->core,
+      [rec, payload = encode_evalsha(*rec->scripts.release, rec->scripts.release_key_list(), rec->release_args())](
+          ReplyHandler done) { rec->core->eval_now(*rec->scripts.release, payload, std::move(done)); },
+      [rec, then = std::move(then)](Result<Reply>) {
+        rec->finish_release();
+        if (then) then();
+      });
 }
 
 }  // namespace dlock::detail

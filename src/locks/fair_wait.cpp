@@ -8,6 +8,7 @@
 
 #include "client_core.hpp"
 #include "locks/acquire_op.hpp"  // release_unwanted
+#include "locks/idempotent_call.hpp"
 #include "scripts/script_call.hpp"
 #include "util/jitter_rng.hpp"
 #include "util/names.hpp"
@@ -451,15 +452,21 @@ class FairWaitOp final : public std::enable_shared_from_this<FairWaitOp> {
   }
 
   // Removes our place (and the lock, if a try whose reply was lost took it). `then` runs on the
-  // loop thread once it has been answered, whatever the answer.
+  // loop thread once it has been answered, whatever the answer. Sent again while its outcome is
+  // unknown (idempotent_call.hpp): a place left behind by a blip kept every waiter behind it
+  // waiting until it expired (waiter_ttl), and a lock taken by a lost try until its TTL.
   void dequeue(std::function<void()> then) {
     const std::vector<std::string> keys{spec_->key, spec_->queue_key, spec_->timeouts_key, spec_->fence_key,
                                         spec_->grant_key};
     const std::vector<std::string> args{owner_, spec_->channel_prefix};
-    core_->eval_now(scripts::fair_dequeue, encode_evalsha(scripts::fair_dequeue, keys, args),
-                    [then = std::move(then)](Result<Reply>) {
-                      if (then) then();
-                    });
+    send_idempotent(
+        core_,
+        [core = core_, payload = encode_evalsha(scripts::fair_dequeue, keys, args)](ReplyHandler done) {
+          core->eval_now(scripts::fair_dequeue, payload, std::move(done));
+        },
+        [then = std::move(then)](Result<Reply>) {
+          if (then) then();
+        });
   }
 
   void deliver_pending() {

@@ -3,6 +3,7 @@
 #include <atomic>
 
 #include "client_core.hpp"
+#include "locks/idempotent_call.hpp"
 #include "renewal/lease_record.hpp"
 #include "scripts/script_call.hpp"
 #include "util/names.hpp"
@@ -71,22 +72,19 @@ void eval_hold(const LeaseRecord& rec, const detail::Script& script, const std::
   rec.core->eval(script, keys, args, std::move(done));
 }
 
-// Runs a script for this lease and waits for the reply; retried once after a connection error
-// (release and renew are idempotent for the same owner, so a retry cannot do harm).
+// Runs a script for this lease and waits for the reply, sent again while its outcome is unknown
+// (idempotent_call.hpp: release and renew are idempotent for the same owner).
 Result<Reply> run_blocking(const std::shared_ptr<LeaseRecord>& rec, const detail::Script& script,
                            const std::vector<std::string>& keys, const std::vector<std::string>& args,
                            std::function<void(const Result<Reply>&)> on_loop = {}) {
-  Result<Reply> r = Error(errc::connection);
-  for (int attempt = 0; attempt < 2; ++attempt) {
-    auto wait = std::make_shared<detail::SyncWait<Result<Reply>>>();
-    eval_hold(*rec, script, keys, args, [wait, on_loop](Result<Reply> reply) {
-      if (on_loop) on_loop(reply);
-      wait->set(std::move(reply));
-    });
-    r = wait->wait(*rec->core);
-    if (r.ok() || (r.code() != errc::connection && r.code() != errc::timeout)) break;
-  }
-  return r;
+  return detail::call_idempotent(
+      *rec->core,
+      [&](detail::ReplyHandler done) {
+        eval_hold(*rec, script, keys, args, [on_loop, done = std::move(done)](Result<Reply> reply) {
+          if (on_loop) on_loop(reply);
+          done(std::move(reply));
+        });
+      });
 }
 
 Result<void> extend_record(const std::shared_ptr<LeaseRecord>& rec, milliseconds ttl);

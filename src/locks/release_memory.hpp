@@ -1,8 +1,8 @@
 // How long a lock kind that remembers every release (ReentrantMutex's per-take latches,
 // SharedMutex's and Semaphore's P{N}:released sets) keeps each one, and how many one set keeps.
 //
-// Why remember releases at all: Lease::release() retries once after a connection error or a
-// timeout (lease.cpp, run_blocking), and a release whose first reply was lost must then report
+// Why remember releases at all: Lease::release() sends a release again after a connection error
+// or a timeout (idempotent_call.hpp), and a release whose first reply was lost must then report
 // "released", not "not held" (a lost lock is reported, never invented; a reentrant take must not
 // be decremented twice). Why not for long: each remembered release costs Redis memory until it
 // expires (about 170 bytes per set member, measured), one per release: a Semaphore released
@@ -15,12 +15,14 @@
 //
 // A P{N}:released set also keeps only the newest 10,000 releases (rw_release.lua,
 // sem_release.lua): that bounds its memory (about 1.7 MB) and the time Redis takes to free it
-// when it expires (0.5 ms measured), whatever the release rate. A retried release older than the
-// newest 10,000 releases of its lock is reported as not held (errc::lock_lost): a false alarm,
-// never a missed loss.
+// when it expires (0.5 ms measured), whatever the release rate.
 //
 // Mutex, FairLock, MultiLock and Redlock keep one marker per lock (P{N}:rel, the last releaser),
 // whatever the release rate, and keep it 30 s.
+//
+// A retry that finds neither the hold nor its own marker (another owner's release overwrote it,
+// or pushed it out of the newest 10,000) reports lock_lost: a false alarm, never a missed loss
+// (a key lost in a restart or a failover looks the same from Redis).
 #pragma once
 
 #include <algorithm>

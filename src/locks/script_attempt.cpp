@@ -1,6 +1,7 @@
 #include "locks/script_attempt.hpp"
 
 #include "client_core.hpp"
+#include "locks/idempotent_call.hpp"
 #include "scripts/script_call.hpp"
 
 namespace dlock::detail {
@@ -75,11 +76,14 @@ AttemptFn script_attempt(std::shared_ptr<ClientCore> core, std::shared_ptr<const
                        if (spec->release_on_unknown_outcome) {
                          // The outcome is unknown: the hold may exist. Release it by its owner
                          // token so a lock we never learned about does not sit out its TTL.
+                         // Sent again once the connection is back (idempotent_call.hpp).
                          std::vector<std::string> cleanup{owner};
                          spec->hold.append_release_extra(cleanup);
-                         core->eval_now(*spec->hold.release,
-                                        encode_evalsha(*spec->hold.release, spec->hold.release_key_list(), cleanup),
-                                        [](Result<Reply>) {});
+                         send_idempotent(core, [core, spec, payload = encode_evalsha(*spec->hold.release,
+                                                                                     spec->hold.release_key_list(),
+                                                                                     cleanup)](ReplyHandler done) {
+                           core->eval_now(*spec->hold.release, payload, std::move(done));
+                         });
                        }
                        a.error = Error(r.code(), "acquiring " + what() + ": " + r.error().what());
                        return report(std::move(a));

@@ -5,6 +5,7 @@
 
 #include "client_core.hpp"
 #include "locks/acquire_op.hpp"
+#include "locks/idempotent_call.hpp"
 #include "locks/release_memory.hpp"
 #include "locks/thread_holds.hpp"
 #include "locks/script_attempt.hpp"
@@ -35,18 +36,11 @@ namespace {
 // listen on the lock's one channel.
 std::atomic<std::uint64_t> next_reader_queue{0};
 
-// Runs a script and waits for its reply; retried once after a connection error or timeout (for
-// idempotent scripts only).
+// Runs an idempotent script and waits for its reply, sent again while its outcome is unknown
+// (idempotent_call.hpp).
 Result<Reply> eval_blocking(const std::shared_ptr<ClientCore>& core, const Script& s,
                             const std::vector<std::string>& keys, const std::vector<std::string>& args) {
-  Result<Reply> r = Error(errc::connection);
-  for (int attempt = 0; attempt < 2; ++attempt) {
-    auto wait = std::make_shared<SyncWait<Result<Reply>>>();
-    core->eval(s, keys, args, [wait](Result<Reply> reply) { wait->set(std::move(reply)); });
-    r = wait->wait(*core);
-    if (r.ok() || (r.code() != errc::connection && r.code() != errc::timeout)) break;
-  }
-  return r;
+  return call_idempotent(*core, [&](ReplyHandler done) { core->eval(s, keys, args, std::move(done)); });
 }
 
 }  // namespace
@@ -123,18 +117,22 @@ void SharedMutex::start_write(WaitOptions wait, std::function<void(Result<Lease>
   req.on_wait = std::move(on_wait);
   if (intent) {
     // A writer that stops waiting (timeout, cancel, error) withdraws its intent, and reports
-    // only once that is done: after try_lock_for() returned false, readers are not kept out.
-    // (Not awaited when the connection is the problem: the intent then expires by itself.)
+    // only once that is answered: after try_lock_for() returned false, readers are not kept out.
+    // Not awaited when the connection is the problem. Either way the withdrawal is sent again
+    // while its outcome is unknown (idempotent_call.hpp): otherwise the intent kept readers out
+    // until it expired, one lease TTL (30 s by default) after a blip.
     done = [core = core_, wintent = key_ + ":wintent", channel = key_ + ":ch", owner,
             done = std::make_shared<std::function<void(Result<Lease>)>>(std::move(done))](Result<Lease> r) {
       if (r.ok()) return (*done)(std::move(r));
+      auto withdraw = [core, wintent, owner, channel](ReplyHandler answered) {
+        core->eval(scripts::rw_withdraw, {wintent}, {owner, channel}, std::move(answered));
+      };
       if (r.code() == errc::connection || r.code() == errc::shutdown) {
-        core->eval(scripts::rw_withdraw, {wintent}, {owner, channel}, [](Result<Reply>) {});
+        send_idempotent(core, std::move(withdraw));
         return (*done)(std::move(r));
       }
       auto failed = std::make_shared<Result<Lease>>(std::move(r));
-      core->eval(scripts::rw_withdraw, {wintent}, {owner, channel},
-                 [done, failed](Result<Reply>) { (*done)(std::move(*failed)); });
+      send_idempotent(core, std::move(withdraw), [done, failed](Result<Reply>) { (*done)(std::move(*failed)); });
     };
   }
   start_acquire(core_, std::move(req), std::move(done), std::move(stop));

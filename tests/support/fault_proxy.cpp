@@ -131,6 +131,7 @@ FaultProxy::~FaultProxy() {
     std::lock_guard lk(mu_);
     stop_ = true;
   }
+  dropped_.notify_all();
   wake();
   if (thread_.joinable()) thread_.join();
   ::close(wake_fd_);
@@ -148,11 +149,13 @@ void FaultProxy::blackhole() { set_mode(Mode::blackhole, std::chrono::millisecon
 void FaultProxy::hold_replies() { set_mode(Mode::hold_replies, std::chrono::milliseconds(0)); }
 
 void FaultProxy::drop() {
-  {
-    std::lock_guard lk(mu_);
-    drop_requested_ = true;
-  }
+  std::unique_lock lk(mu_);
+  drop_requested_ = true;
+  const std::uint64_t target = drops_done_ + 1;
   wake();
+  // Without waiting, a mode set right after (pass()) could be seen by the proxy thread in the
+  // same round, before the drop, and let bytes held for the dropped connections through.
+  dropped_.wait(lk, [&] { return drops_done_ >= target || stop_; });
 }
 
 FaultProxy::Mode FaultProxy::mode() const {
@@ -198,6 +201,11 @@ void FaultProxy::run() noexcept {
     }
     if (drop_now) {
       for (Conn& c : conns) close_conn(c);
+      {
+        std::lock_guard lk(mu_);
+        ++drops_done_;
+      }
+      dropped_.notify_all();
     }
     if (last_mode == Mode::blackhole && mode != Mode::blackhole) {
       // The black hole broke these byte streams; close them as a TCP reset would.

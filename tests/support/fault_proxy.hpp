@@ -19,7 +19,9 @@
 //              every connection it swallowed bytes of is closed (its byte stream is broken;
 //              on a real network TCP would have reset it).
 // Action:
-//   drop()     closes every proxied connection now (both sides), whatever the mode.
+//   drop()     closes every proxied connection now (both sides), whatever the mode. Returns
+//              once they are closed: bytes held for them are gone, and a mode set afterwards
+//              applies only to connections accepted later.
 //
 // Runs on its own thread (poll loop); the destructor stops it and closes every socket.
 // Not copyable or movable.
@@ -27,6 +29,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <condition_variable>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -77,6 +80,8 @@ class FaultProxy {
   Mode mode_ = Mode::pass;
   std::chrono::milliseconds delay_{0};
   bool drop_requested_ = false;
+  std::uint64_t drops_done_ = 0;  // drops the proxy thread has carried out (under mu_)
+  std::condition_variable dropped_;
   bool stop_ = false;
 
   std::atomic<std::size_t> open_{0};

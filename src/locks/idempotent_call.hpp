@@ -1,0 +1,106 @@
+// call_idempotent(): runs one idempotent command (a release, a renewal, a downgrade) and waits
+// for its reply, sending it again while its outcome is unknown.
+//
+// Why not a single retry: after a connection error or a timeout the connection is down for a
+// moment (it reconnects after a backoff) and fails commands fast until it is back, so a retry
+// sent at once failed too. A release then reported "connection error, the key expires at its
+// TTL" for a lock it had in fact released, or left the lock held until its TTL after a blip of a
+// few milliseconds. So tries go on until reconnect.max + connect_timeout have passed since the
+// first unknown outcome: long enough for the connection's next reconnect, whatever its backoff
+// stood at. The pauses between tries (5 ms doubling to 100 ms) only pass while the node is
+// unreachable; every try that reaches it is answered or times out after command_timeout.
+// The markers that make releases idempotent live long enough for this (release_memory.hpp).
+//
+// send_idempotent() is the same for a cleanup that nobody waits for: the release, by its owner
+// token, of an acquisition whose outcome is unknown (it may have taken the lock) or that was
+// taken but is not wanted (refused as late, cancelled). Sent once right after the connection
+// failed, such a release failed fast too and the lock sat out its TTL, blocking everyone else.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <thread>
+
+#include "client_core.hpp"
+#include "dlock/clock.hpp"
+#include "util/sync_wait.hpp"
+
+namespace dlock::detail {
+
+inline bool outcome_unknown(const Result<Reply>& r) {
+  return !r.ok() && (r.code() == errc::connection || r.code() == errc::timeout);
+}
+
+// `send(handler)` sends the command once and has `handler` called with its reply (on the loop).
+// Blocks the calling thread (which may run the loop meanwhile: SyncWait).
+template <class Send>
+Result<Reply> call_idempotent(ClientCore& core, Send&& send) {
+  const ClientOptions& o = core.options();
+  std::optional<BootClock::time_point> give_up;
+  std::chrono::milliseconds pause{5};
+  for (;;) {
+    auto wait = std::make_shared<SyncWait<Result<Reply>>>();
+    send([wait](Result<Reply> reply) { wait->set(std::move(reply)); });
+    Result<Reply> r = wait->wait(core);
+    if (!outcome_unknown(r)) return r;
+    const auto now = BootClock::now();
+    if (!give_up) give_up = now + o.reconnect.max + o.connect_timeout;
+    if (now >= *give_up || core.is_shut_down()) return r;
+    std::this_thread::sleep_for(std::min<BootClock::duration>(pause, *give_up - now));
+    pause = std::min(2 * pause, std::chrono::milliseconds(100));
+  }
+}
+
+namespace idempotent_detail {
+
+struct Resend : std::enable_shared_from_this<Resend> {
+  Resend(std::shared_ptr<ClientCore> c, std::function<void(ReplyHandler)> s, ReplyHandler first)
+      : core(std::move(c)), send(std::move(s)), on_first(std::move(first)), timer(core->io()) {}
+
+  void attempt() {
+    send([self = shared_from_this()](Result<Reply> r) { self->answered(std::move(r)); });
+  }
+
+  void answered(Result<Reply> r) {
+    const bool again = outcome_unknown(r) && !core->is_shut_down() && due_again();
+    if (on_first) std::exchange(on_first, {})(std::move(r));
+    if (!again) return;
+    timer.async_wait([self = shared_from_this()](std::error_code ec) {
+      if (!ec) self->attempt();
+    });
+  }
+
+  // Arms the timer for the next try; false once the tries are over.
+  bool due_again() {
+    const ClientOptions& o = core->options();
+    const auto now = BootClock::now();
+    if (!give_up) give_up = now + o.reconnect.max + o.connect_timeout;
+    if (now >= *give_up) return false;
+    timer.expires_after(std::min<BootClock::duration>(pause, *give_up - now));
+    pause = std::min(2 * pause, std::chrono::milliseconds(100));
+    return true;
+  }
+
+  std::shared_ptr<ClientCore> core;
+  std::function<void(ReplyHandler)> send;
+  ReplyHandler on_first;
+  BootTimer timer;
+  std::optional<BootClock::time_point> give_up;
+  std::chrono::milliseconds pause{5};
+};
+
+}  // namespace idempotent_detail
+
+// Loop thread. `send(handler)` sends the command once (it runs on the loop); `on_first`, when
+// given, gets the first try's reply, so whoever waits on the cleanup is not held up by a node
+// that is down; later tries go on by themselves until one is answered or the time is up.
+inline void send_idempotent(std::shared_ptr<ClientCore> core, std::function<void(ReplyHandler)> send,
+                            ReplyHandler on_first = {}) {
+  auto r = std::make_shared<idempotent_detail::Resend>(std::move(core), std::move(send), std::move(on_first));
+  r->attempt();
+}
+
+}  // namespace dlock::detail
