@@ -13,19 +13,19 @@
 //
 // send_idempotent() is the same for a cleanup that nobody waits for: the release, by its owner
 // token, of an acquisition whose outcome is unknown (it may have taken the lock) or that was
-// taken but is not wanted (refused as late, cancelled). Sent once right after the connection
-// failed, such a release failed fast too and the lock sat out its TTL, blocking everyone else.
+// taken but is not wanted (refused as late, cancelled); a SharedMutex writer's intent
+// withdrawal; a FairLock waiter's dequeue. Sent once right after the connection failed, such a
+// cleanup failed fast too, and the lock, the intent or the queue place kept everyone else out
+// until it expired.
 #pragma once
 
-#include <algorithm>
-#include <chrono>
 #include <functional>
 #include <memory>
-#include <optional>
 #include <thread>
 
 #include "client_core.hpp"
 #include "dlock/clock.hpp"
+#include "util/resend_window.hpp"
 #include "util/sync_wait.hpp"
 
 namespace dlock::detail {
@@ -38,19 +38,15 @@ inline bool outcome_unknown(const Result<Reply>& r) {
 // Blocks the calling thread (which may run the loop meanwhile: SyncWait).
 template <class Send>
 Result<Reply> call_idempotent(ClientCore& core, Send&& send) {
-  const ClientOptions& o = core.options();
-  std::optional<BootClock::time_point> give_up;
-  std::chrono::milliseconds pause{5};
+  ResendWindow window(core.options());
   for (;;) {
     auto wait = std::make_shared<SyncWait<Result<Reply>>>();
     send([wait](Result<Reply> reply) { wait->set(std::move(reply)); });
     Result<Reply> r = wait->wait(core);
-    if (!outcome_unknown(r)) return r;
-    const auto now = BootClock::now();
-    if (!give_up) give_up = now + o.reconnect.max + o.connect_timeout;
-    if (now >= *give_up || core.is_shut_down()) return r;
-    std::this_thread::sleep_for(std::min<BootClock::duration>(pause, *give_up - now));
-    pause = std::min(2 * pause, std::chrono::milliseconds(100));
+    if (!outcome_unknown(r) || core.is_shut_down()) return r;
+    const auto pause = window.next_pause();
+    if (!pause) return r;
+    std::this_thread::sleep_for(*pause);
   }
 }
 
@@ -58,7 +54,8 @@ namespace idempotent_detail {
 
 struct Resend : std::enable_shared_from_this<Resend> {
   Resend(std::shared_ptr<ClientCore> c, std::function<void(ReplyHandler)> s, ReplyHandler first)
-      : core(std::move(c)), send(std::move(s)), on_first(std::move(first)), timer(core->io()) {}
+      : core(std::move(c)), send(std::move(s)), on_first(std::move(first)), timer(core->io()),
+        window(core->options()) {}
 
   void attempt() {
     send([self = shared_from_this()](Result<Reply> r) { self->answered(std::move(r)); });
@@ -75,12 +72,9 @@ struct Resend : std::enable_shared_from_this<Resend> {
 
   // Arms the timer for the next try; false once the tries are over.
   bool due_again() {
-    const ClientOptions& o = core->options();
-    const auto now = BootClock::now();
-    if (!give_up) give_up = now + o.reconnect.max + o.connect_timeout;
-    if (now >= *give_up) return false;
-    timer.expires_after(std::min<BootClock::duration>(pause, *give_up - now));
-    pause = std::min(2 * pause, std::chrono::milliseconds(100));
+    const auto pause = window.next_pause();
+    if (!pause) return false;
+    timer.expires_after(*pause);
     return true;
   }
 
@@ -88,8 +82,7 @@ struct Resend : std::enable_shared_from_this<Resend> {
   std::function<void(ReplyHandler)> send;
   ReplyHandler on_first;
   BootTimer timer;
-  std::optional<BootClock::time_point> give_up;
-  std::chrono::milliseconds pause{5};
+  ResendWindow window;
 };
 
 }  // namespace idempotent_detail
