@@ -15,6 +15,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <future>
 #include <optional>
 #include <stop_token>
@@ -74,6 +75,50 @@ class ReleaseRetryTest : public dlock::test::ServerFixture {
     ASSERT_NE(raw->cmd({"GET", other.key() + ":rel"}), "(nil)");
   }
 
+  // Releases `lease` of `m` while the proxy is in `mode` (hold_replies: the release runs and its
+  // answer is held; pause: the release itself is held). Once the key is gone from the server
+  // (by the release, or by expiry), `meanwhile` runs; then the connection breaks, as in a blip,
+  // and comes back. Returns what release() reported.
+  dlock::Result<void> release_through_a_blip(dlock::Lease& lease, dlock::Mutex& m, void (FaultProxy::*mode)(),
+                                             const std::function<void()>& meanwhile = {}) {
+    (*proxy.*mode)();
+    auto released = std::async(std::launch::async, [&] { return lease.release(); });
+    EXPECT_TRUE(eventually([&] { return raw->cmd_int({"EXISTS", m.key()}) == 0; }, scaled(3000ms)))
+        << "the key is still there";
+    if (meanwhile) meanwhile();
+    proxy->drop();
+    proxy->pass();
+    EXPECT_EQ(released.wait_for(scaled(10000ms)), std::future_status::ready) << "release() did not return";
+    return released.get();
+  }
+
+  // For a Client through the proxy that notices a partition within a few hundred milliseconds.
+  static dlock::ClientOptions quick_to_notice() {
+    dlock::ClientOptions co;
+    co.command_timeout = 300ms;
+    co.connect_timeout = 300ms;
+    return co;
+  }
+
+  // Starts `wait` (an acquisition that leaves something on the server while it waits: an
+  // intent, a queue place), cancels it while the node is unreachable so that its cleanup meets
+  // the partition, then ends the partition. `left()`: is that something still on the server?
+  void cancel_in_a_partition(const std::function<dlock::Result<dlock::Lease>(std::stop_token)>& wait,
+                             const std::function<bool()>& left) {
+    std::stop_source stop;
+    auto w = std::async(std::launch::async, [&] { return wait(stop.get_token()); });
+    ASSERT_TRUE(eventually(left, scaled(3000ms))) << "the wait left nothing to clean up";
+    std::this_thread::sleep_for(200ms);  // its tries answered: only the cleanup meets the partition
+    proxy->blackhole();
+    stop.request_stop();
+    ASSERT_EQ(w.wait_for(scaled(5000ms)), std::future_status::ready) << "the wait did not end";
+    ASSERT_FALSE(w.get().ok());
+    std::this_thread::sleep_for(400ms);  // the cleanup times out in the partition
+    EXPECT_TRUE(left()) << "the cleanup got through the partition";
+    proxy->pass();
+    EXPECT_TRUE(eventually([&] { return !left(); }, scaled(3000ms))) << "left behind after the partition";
+  }
+
   std::optional<FaultProxy> proxy;
   std::optional<dlock::Client> via_proxy;
   std::atomic<int> lost_events{0};
@@ -86,14 +131,7 @@ TEST_F(ReleaseRetryTest, ReleaseWhoseReplyIsLostIsRetriedOnceTheConnectionIsBack
   scripts_loaded(m);
   auto lease = m.acquire(no_wait());
   ASSERT_TRUE(lease.ok()) << lease.error().what();
-  proxy->hold_replies();
-  auto released = std::async(std::launch::async, [&] { return lease->release(); });
-  ASSERT_TRUE(eventually([&] { return raw->cmd_int({"EXISTS", m.key()}) == 0; }, scaled(3000ms)))
-      << "the release never ran";
-  proxy->drop();
-  proxy->pass();
-  ASSERT_EQ(released.wait_for(scaled(10000ms)), std::future_status::ready);
-  const auto r = released.get();
+  const auto r = release_through_a_blip(*lease, m, &FaultProxy::hold_replies);
   EXPECT_TRUE(r.ok()) << "a release that ran was reported as: " << r.error().what();
   EXPECT_FALSE(lease->lost());
   EXPECT_EQ(lost_events.load(), 0);
@@ -109,15 +147,8 @@ TEST_F(ReleaseRetryTest, RetryThatFindsAnotherOwnersReleaseReportsLockLost) {
   scripts_loaded(m);
   auto lease = m.acquire(no_wait());
   ASSERT_TRUE(lease.ok()) << lease.error().what();
-  proxy->hold_replies();
-  auto released = std::async(std::launch::async, [&] { return lease->release(); });
-  ASSERT_TRUE(eventually([&] { return raw->cmd_int({"EXISTS", m.key()}) == 0; }, scaled(3000ms)))
-      << "the release never ran";
-  taken_and_released_by_another("overwritten-marker");
-  proxy->drop();
-  proxy->pass();
-  ASSERT_EQ(released.wait_for(scaled(10000ms)), std::future_status::ready);
-  const auto r = released.get();
+  const auto r = release_through_a_blip(*lease, m, &FaultProxy::hold_replies,
+                                        [&] { taken_and_released_by_another("overwritten-marker"); });
   EXPECT_EQ(r.code(), dlock::errc::lock_lost) << (r.ok() ? std::string("success") : r.error().what());
 }
 
@@ -132,15 +163,8 @@ TEST_F(ReleaseRetryTest, NotHeldAfterTheValidityEndedIsStillALoss) {
   scripts_loaded(m);
   auto lease = m.acquire(no_wait());
   ASSERT_TRUE(lease.ok()) << lease.error().what();
-  proxy->pause();
-  auto released = std::async(std::launch::async, [&] { return lease->release(); });
-  ASSERT_TRUE(eventually([&] { return raw->cmd_int({"EXISTS", m.key()}) == 0; }, scaled(3000ms)))
-      << "the key did not expire";
-  taken_and_released_by_another("expired-meanwhile");
-  proxy->drop();
-  proxy->pass();
-  ASSERT_EQ(released.wait_for(scaled(10000ms)), std::future_status::ready);
-  const auto r = released.get();
+  const auto r = release_through_a_blip(*lease, m, &FaultProxy::pause,
+                                        [&] { taken_and_released_by_another("expired-meanwhile"); });
   EXPECT_EQ(r.code(), dlock::errc::lock_lost) << (r.ok() ? std::string("success") : r.error().what());
 }
 
@@ -173,30 +197,12 @@ TEST_F(ReleaseRetryTest, WriterCancelledInAPartitionWithdrawsItsIntentAfterIt) {
   dlock::SharedMutex reader(*client, "intent");
   auto held = reader.acquire_shared(no_wait());
   ASSERT_TRUE(held.ok()) << held.error().what();
-  dlock::ClientOptions co;
-  co.command_timeout = 300ms;
-  co.connect_timeout = 300ms;
-  dlock::Client c(proxy->url(), co);
+  dlock::Client c(proxy->url(), quick_to_notice());
   ASSERT_TRUE(c.ping().ok());
   dlock::SharedMutex writer(c, "intent", watched());
-  std::stop_source stop;
-  auto w = std::async(std::launch::async,
-                      [&] { return writer.acquire(dlock::WaitOptions{scaled(20000ms), 5000ms}, stop.get_token()); });
   const std::string wintent = writer.key() + ":wintent";
-  ASSERT_TRUE(eventually([&] { return raw->cmd_int({"ZCARD", wintent}) == 1; }, scaled(3000ms))) << "no intent";
-  // Its tries answered (it tries again once subscribed), only the withdrawal goes into the
-  // partition: a try lost there would be cleaned up by its own release, which withdraws too.
-  std::this_thread::sleep_for(200ms);
-  proxy->blackhole();
-  stop.request_stop();
-  ASSERT_EQ(w.wait_for(scaled(5000ms)), std::future_status::ready) << "the writer's wait did not end";
-  const auto r = w.get();
-  ASSERT_FALSE(r.ok());
-  std::this_thread::sleep_for(400ms);  // the withdrawal times out in the partition
-  EXPECT_EQ(raw->cmd_int({"ZCARD", wintent}), 1) << "the withdrawal got through the partition";
-  proxy->pass();
-  EXPECT_TRUE(eventually([&] { return raw->cmd_int({"EXISTS", wintent}) == 0; }, scaled(3000ms)))
-      << "the intent was left to keep readers out for its TTL (" << raw->cmd({"PTTL", wintent}) << " ms)";
+  cancel_in_a_partition([&](std::stop_token stop) { return writer.acquire(dlock::WaitOptions{scaled(20000ms), 5000ms}, stop); },
+                        [&] { return raw->cmd_int({"ZCARD", wintent}) == 1; });
   dlock::SharedMutex other(*client, "intent");
   EXPECT_TRUE(other.try_lock_shared()) << "a new reader is kept out";
   other.unlock_shared();
@@ -208,27 +214,12 @@ TEST_F(ReleaseRetryTest, FairWaiterCancelledInAPartitionLeavesTheQueueAfterIt) {
   dlock::FairLock holder(*client, "queue");
   auto held = holder.acquire(no_wait());
   ASSERT_TRUE(held.ok()) << held.error().what();
-  dlock::ClientOptions co;
-  co.command_timeout = 300ms;
-  co.connect_timeout = 300ms;
-  dlock::Client c(proxy->url(), co);
+  dlock::Client c(proxy->url(), quick_to_notice());
   ASSERT_TRUE(c.ping().ok());
   dlock::FairLock waiter(c, "queue", watched());
-  std::stop_source stop;
-  auto w = std::async(std::launch::async,
-                      [&] { return waiter.acquire(dlock::WaitOptions{scaled(20000ms), 5000ms}, stop.get_token()); });
   const std::string queue = waiter.key() + ":queue";
-  ASSERT_TRUE(eventually([&] { return raw->cmd_int({"LLEN", queue}) == 1; }, scaled(3000ms))) << "not queued";
-  std::this_thread::sleep_for(200ms);  // its tries answered: only the dequeue meets the partition
-  proxy->blackhole();
-  stop.request_stop();
-  ASSERT_EQ(w.wait_for(scaled(5000ms)), std::future_status::ready) << "the waiter's wait did not end";
-  ASSERT_FALSE(w.get().ok());
-  std::this_thread::sleep_for(400ms);  // the dequeue times out in the partition
-  EXPECT_EQ(raw->cmd_int({"LLEN", queue}), 1) << "the dequeue got through the partition";
-  proxy->pass();
-  EXPECT_TRUE(eventually([&] { return raw->cmd_int({"LLEN", queue}) == 0; }, scaled(3000ms)))
-      << "the place was left in the queue";
+  cancel_in_a_partition([&](std::stop_token stop) { return waiter.acquire(dlock::WaitOptions{scaled(20000ms), 5000ms}, stop); },
+                        [&] { return raw->cmd_int({"LLEN", queue}) == 1; });
 }
 
 // The server stays unreachable: the retries end after reconnect.max + connect_timeout, with
