@@ -19,9 +19,9 @@ extern const Script reentrant_renew;
 
 // 64 bits from the kernel's CSPRNG (random_hex), as 16 hex digits. Not a seeded generator: a
 // process forked after using one repeats its parent's sequence, and so do its siblings; two
-// processes' takes of one lock then shared a latch, and the second release found the first's latch, took itself for
-// a retry and skipped its decrement: the lock stayed held until its TTL ended, by an owner that
-// had been told it was released (TakeId.ForkedProcessesDrawTheirOwn).
+// processes' takes of one lock then shared a latch, and the second release found the first's
+// latch, took itself for a retry and skipped its decrement: the lock stayed held until its TTL
+// ended, by an owner that had been told it was released (TakeId.ForkedProcessesDrawTheirOwn).
 std::string new_take_id() { return random_hex(8); }
 
 namespace {
