@@ -1,12 +1,13 @@
 #include "util/jitter_rng.hpp"
 
 #include <pthread.h>
-#include <sys/random.h>
 
 #include <array>
 #include <atomic>
 #include <cstdint>
 #include <mutex>
+
+#include "util/random_hex.hpp"
 
 namespace dlock::detail {
 namespace {
@@ -17,12 +18,7 @@ void on_fork_child() noexcept { g_fork_generation.fetch_add(1, std::memory_order
 
 std::mt19937_64 seeded() {
   std::array<std::uint32_t, 8> words{};
-  auto* bytes = reinterpret_cast<unsigned char*>(words.data());
-  std::size_t got = 0;
-  while (got < sizeof words) {
-    const ssize_t r = ::getrandom(bytes + got, sizeof words - got, 0);
-    if (r > 0) got += static_cast<std::size_t>(r);
-  }
+  random_bytes(words.data(), sizeof words);
   std::seed_seq seq(words.begin(), words.end());
   return std::mt19937_64(seq);
 }
