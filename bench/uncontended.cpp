@@ -37,7 +37,10 @@ UncontendedResult uncontended_pairs(const std::string& url, int threads, Acquire
           continue;
         }
         if (auto rel = lease->release(); !rel) {
+          // Printed like a failed acquire: a failing release also changes the rate and the
+          // commands per pair, so the reader must see why.
           window.error(t);
+          std::fprintf(stderr, "dlock-bench: uncontended release failed: %s\n", rel.error().what().c_str());
           continue;
         }
         window.done(t);
