@@ -87,9 +87,11 @@ struct Resend : std::enable_shared_from_this<Resend> {
 
 }  // namespace idempotent_detail
 
-// Loop thread. `send(handler)` sends the command once (it runs on the loop); `on_first`, when
-// given, gets the first try's reply, so whoever waits on the cleanup is not held up by a node
-// that is down; later tries go on by themselves until one is answered or the time is up.
+// The first try is sent at once, on the calling thread (any thread when `send` may be called
+// from any: ClientCore::eval; the loop for eval_now), later ones from the loop. `send(handler)`
+// sends the command once; `on_first`, when given, gets the first try's reply, so whoever waits
+// on the cleanup is not held up by a node that is down; later tries go on by themselves until
+// one is answered or the time is up.
 inline void send_idempotent(std::shared_ptr<ClientCore> core, std::function<void(ReplyHandler)> send,
                             ReplyHandler on_first = {}) {
   auto r = std::make_shared<idempotent_detail::Resend>(std::move(core), std::move(send), std::move(on_first));

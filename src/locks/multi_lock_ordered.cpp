@@ -2,6 +2,7 @@
 
 #include "client_core.hpp"
 #include "io/command.hpp"
+#include "locks/idempotent_call.hpp"
 #include "scripts/script_call.hpp"
 #include "util/slot.hpp"
 
@@ -97,10 +98,16 @@ class OrderedTry : public std::enable_shared_from_this<OrderedTry> {
       const HoldScripts& h = *spec_->holds[i];
       std::vector<std::string> args{owner_};
       args.insert(args.end(), h.release_extra.begin(), h.release_extra.end());
-      core_->eval_now(*h.release, encode_evalsha(*h.release, h.release_keys, args),
-                      [left, result, report](Result<Reply>) {
-                        if (--*left == 0) (*report)(std::move(*result));
-                      });
+      // Sent again while its outcome is unknown (idempotent_call.hpp): sent once right after a
+      // connection error, it failed fast and the group sat out its TTL. The try reports after
+      // each release's first answer.
+      send_idempotent(
+          core_,
+          [core = core_, payload = encode_evalsha(*h.release, h.release_keys, args), script = h.release](
+              ReplyHandler answered) { core->eval_now(*script, payload, std::move(answered)); },
+          [left, result, report](Result<Reply>) {
+            if (--*left == 0) (*report)(std::move(*result));
+          });
     }
   }
 

@@ -113,7 +113,7 @@ std::shared_ptr<const HoldScripts> redlock_hold(const RedlockSpec& spec, std::ui
 void redlock_release_everywhere(const RedlockSpec& spec, const std::string& owner) {
   fan_out(spec.nodes, scripts::redlock_release, {spec.key, spec.key + ":rel"},
           {owner, spec.key + ":ch", std::to_string(release_marker_ttl.count())},
-          [](const NodeReplies&) { return false; }, [](NodeReplies) {});
+          [](const NodeReplies&) { return false; }, [](NodeReplies) {}, Resend::while_unknown);
 }
 
 void redlock_try(const std::shared_ptr<const RedlockSpec>& spec, std::function<void(RedlockTry)> report) {

@@ -37,7 +37,8 @@ struct RedlockTry {
 // Any thread. `report` runs once, on some Client's loop thread.
 void redlock_try(const std::shared_ptr<const RedlockSpec>& spec, std::function<void(RedlockTry)> report);
 
-// Releases `owner` on every node (fire and forget): a failed try, or an unwanted success.
+// Releases `owner` on every node (fire and forget): a failed try, or an unwanted success. A
+// node whose outcome is unknown gets the release again once it is back (Resend::while_unknown).
 void redlock_release_everywhere(const RedlockSpec& spec, const std::string& owner);
 
 // The hold scripts of a Redlock lease with token `token` (renew and release run on every node).

@@ -3,8 +3,13 @@
 #include <mutex>
 
 #include "client_core.hpp"
+#include "locks/idempotent_call.hpp"
 
 namespace dlock::detail {
+
+namespace scripts {
+extern const Script redlock_release;
+}
 
 std::string RedlockNodes::display(std::size_t i) const { return cores[i]->address().display(); }
 
@@ -29,13 +34,13 @@ bool all_answered(const NodeReplies& replies) {
 
 void fan_out(const RedlockNodes& nodes, const Script& script, const std::vector<std::string>& keys,
              const std::vector<std::string>& args, std::function<bool(const NodeReplies&)> decided,
-             std::function<void(NodeReplies)> done) {
+             std::function<void(NodeReplies)> done, Resend resend) {
   auto st = std::make_shared<FanState>();
   st->replies.resize(nodes.size());
   st->decided = std::move(decided);
   st->done = std::move(done);
   for (std::size_t i = 0; i < nodes.size(); ++i) {
-    nodes.cores[i]->eval(script, keys, args, [st, i](Result<Reply> r) {
+    ReplyHandler on_reply = [st, i](Result<Reply> r) {
       NodeReplies snapshot;
       std::function<void(NodeReplies)> finish;
       {
@@ -48,7 +53,15 @@ void fan_out(const RedlockNodes& nodes, const Script& script, const std::vector<
         finish = std::move(st->done);
       }
       finish(std::move(snapshot));  // outside the lock: it may start the next fan-out
-    });
+    };
+    const std::shared_ptr<ClientCore>& core = nodes.cores[i];
+    if (resend == Resend::no) {
+      core->eval(script, keys, args, std::move(on_reply));
+      continue;
+    }
+    send_idempotent(
+        core, [core, &script, keys, args](ReplyHandler answered) { core->eval(script, keys, args, std::move(answered)); },
+        std::move(on_reply));
   }
 }
 
@@ -130,7 +143,8 @@ void QuorumFanout::run(const Script& script, const std::vector<std::string>& key
           }
         }
         home->post([done, verdict = std::move(verdict)]() mutable { done(std::move(verdict)); });
-      });
+      },
+      &script == &scripts::redlock_release ? Resend::while_unknown : Resend::no);
 }
 
 }  // namespace dlock::detail

@@ -33,19 +33,28 @@ struct RedlockNodes {
 // replies[i]: node i's reply, nullopt while it has not answered.
 using NodeReplies = std::vector<std::optional<Result<Reply>>>;
 
-// fan_out(nodes, script, keys, args, decided, done)
+// What a node's try whose outcome is unknown (connection error, timeout) leads to.
+enum class Resend {
+  no,             // the failure is the node's reply (acquisitions, fencing write-backs)
+  while_unknown,  // releases: the node's first answer is its reply, and the release is sent to
+                  // that node again once it is back (idempotent_call.hpp), even after the
+                  // verdict was taken without it: otherwise its key sat out its TTL there
+};
+
+// fan_out(nodes, script, keys, args, decided, done, resend)
 //
 // Any thread. Sends the script to every node at once. After each reply, `decided(replies)`
 // says whether a verdict can be taken; the first time it does (at the latest when every node
 // answered), `done(replies)` runs once, on the loop thread of the node that answered last.
 void fan_out(const RedlockNodes& nodes, const Script& script, const std::vector<std::string>& keys,
              const std::vector<std::string>& args, std::function<bool(const NodeReplies&)> decided,
-             std::function<void(NodeReplies)> done);
+             std::function<void(NodeReplies)> done, Resend resend = Resend::no);
 
 // "node 127.0.0.1:7001: connection refused; node ...": the failures among `replies`.
 std::string describe_failures(const RedlockNodes& nodes, const NodeReplies& replies);
 
-// The HoldFanout of Redlock leases: renew/release/extend on every node; the verdict is
+// The HoldFanout of Redlock leases: renew/release/extend on every node (a release is sent again
+// to a node whose outcome is unknown, once it is back: Resend::while_unknown); the verdict is
 //   1  when a majority answered >= 1 (renewed, set again, released, already released),
 //   0  when so many answered 0 (held by another owner, or not ours) that no majority is left,
 //   an error (connection...) otherwise: the watchdog retries it until the validity ends.

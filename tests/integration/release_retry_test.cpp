@@ -23,6 +23,7 @@
 #include <thread>
 
 #include "dlock/dlock.hpp"
+#include "locks/multi_lock_ordered.hpp"
 #include "support/fault_proxy.hpp"
 #include "support/lock_helpers.hpp"
 #include "support/raw_connection.hpp"
@@ -187,6 +188,36 @@ TEST_F(ReleaseRetryTest, AcquisitionWhoseReplyIsLostIsGivenBackOnceTheConnection
   EXPECT_EQ(r.code(), dlock::errc::connection) << r.error().what();
   EXPECT_TRUE(eventually([&] { return raw->cmd_int({"EXISTS", m.key()}) == 0; }, scaled(2000ms)))
       << "the unknown hold was left to sit out its TTL (PTTL " << raw->cmd({"PTTL", m.key()}) << " ms)";
+  EXPECT_EQ(via_proxy->active_leases(), 0u);
+}
+
+// The same for a MultiLock taken group by group (Cluster, names over several slots; forced here
+// on a standalone server): the group whose answer was lost is given back once the connection is
+// back. Sent once right after the connection error, that release failed fast and the group sat
+// out its TTL.
+TEST_F(ReleaseRetryTest, OrderedMultiLockGivesBackAGroupWhoseAnswerIsLost) {
+  dlock::MultiLock m(*via_proxy, {"group-a", "group-b"}, watched());
+  dlock::detail::MultiLockAccess::force_ordered(m);
+  ASSERT_EQ(dlock::detail::slot_groups(m.keys()).size(), 2u);
+  {
+    auto l = m.acquire(no_wait());  // loads the scripts (see scripts_loaded)
+    ASSERT_TRUE(l.ok()) << l.error().what();
+    ASSERT_TRUE(l->release().ok());
+  }
+  const std::string first = dlock::detail::slot_groups(m.keys()).front().front();
+  proxy->hold_replies();
+  auto got = std::async(std::launch::async, [&] { return m.acquire(no_wait()); });
+  ASSERT_TRUE(eventually([&] { return raw->cmd_int({"EXISTS", first}) == 1; }, scaled(3000ms)))
+      << "the first group's acquisition never ran";
+  proxy->drop();
+  proxy->pass();
+  ASSERT_EQ(got.wait_for(scaled(5000ms)), std::future_status::ready);
+  const auto r = got.get();
+  ASSERT_FALSE(r.ok()) << "the group's answer was lost, yet the MultiLock returned a lease";
+  EXPECT_EQ(r.code(), dlock::errc::connection) << r.error().what();
+  EXPECT_TRUE(eventually([&] { return raw->cmd_int({"EXISTS", first}) == 0; }, scaled(2000ms)))
+      << "the group was left to sit out its TTL (PTTL " << raw->cmd({"PTTL", first}) << " ms)";
+  for (const auto& k : m.keys()) EXPECT_EQ(raw->cmd_int({"EXISTS", k}), 0) << k;
   EXPECT_EQ(via_proxy->active_leases(), 0u);
 }
 
