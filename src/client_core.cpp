@@ -146,8 +146,8 @@ void ClientCore::eval_acknowledged(const Script& s, std::string payload, ReplyHa
     }
     done(std::move(r));
   };
-  if (cluster_) return cluster_->send_acked(std::move(payload), std::move(on_reply));
-  ack_connection().send(Command{std::move(payload), std::move(on_reply)});
+  if (cluster_) return cluster_->send_acked(std::move(payload), std::move(on_reply), &run);
+  ack_connection().send(Command{std::move(payload), std::move(on_reply), {}, &run});
 }
 
 void ClientCore::wait_replicas(const ReplicationAck& ack, const std::string& key,
@@ -360,14 +360,14 @@ std::string ClientCore::new_owner_token() const {
 
 void ClientCore::post(std::function<void()> fn) { asio::post(io_, std::move(fn)); }
 
-void ClientCore::send(std::string payload, ReplyHandler done) {
+void ClientCore::send(std::string payload, ReplyHandler done, const Script* script) {
   if (shut_down_.load()) return done(Error(errc::shutdown, "client is shut down"));
-  if (on_loop_thread()) return send_now(std::move(payload), std::move(done));
+  if (on_loop_thread()) return send_now(std::move(payload), std::move(done), script);
   bool first = false;
   {
     std::lock_guard lock(submit_mu_);
     first = submitted_.empty();
-    submitted_.push_back(Command{std::move(payload), std::move(done)});
+    submitted_.push_back(Command{std::move(payload), std::move(done), {}, script});
   }
   // One post per batch: callers that arrive while a drain is pending just append.
   if (first) asio::post(io_, [self = shared_from_this()] { self->drain(); });
@@ -379,16 +379,16 @@ void ClientCore::drain() {
     std::lock_guard lock(submit_mu_);
     batch.swap(submitted_);
   }
-  for (auto& c : batch) send_now(std::move(c.payload), std::move(c.done));
+  for (auto& c : batch) send_now(std::move(c.payload), std::move(c.done), c.script);
 }
 
-void ClientCore::send_now(std::string payload, ReplyHandler done) {
+void ClientCore::send_now(std::string payload, ReplyHandler done, const Script* script) {
   if (shut_down_.load() && !work_) return done(Error(errc::shutdown, "client is shut down"));
-  if (cluster_) return cluster_->send(std::move(payload), std::move(done));
+  if (cluster_) return cluster_->send(std::move(payload), std::move(done), script);
   // Sentinel: until a sentinel has answered, commands wait in the (idle) connections; once
   // every sentinel has failed to, they fail fast with the reason.
   if (sentinel_ && !primary_known_ && discovery_failed_) return done(discovery_error_);
-  primary_->pick().send(Command{std::move(payload), std::move(done)});
+  primary_->pick().send(Command{std::move(payload), std::move(done), {}, script});
 }
 
 // Scripts from caller threads go through the same batched submission as every other command
@@ -398,7 +398,7 @@ void ClientCore::eval(const Script& s, const std::vector<std::string>& keys, con
   const Script& run = cluster_mode_ ? cluster_variant(s) : s;
   std::string payload = encode_evalsha(run, keys, args);
   ReplyHandler handler = with_eval_fallback(run, payload, std::move(done));
-  send(std::move(payload), std::move(handler));
+  send(std::move(payload), std::move(handler), &run);
 }
 
 void ClientCore::eval_now(const Script& s, std::string payload, ReplyHandler done) {
@@ -406,10 +406,10 @@ void ClientCore::eval_now(const Script& s, std::string payload, ReplyHandler don
     const Script& run = cluster_variant(s);
     rewrite_evalsha(payload, run.sha1);
     ReplyHandler handler = with_eval_fallback(run, payload, std::move(done));
-    return send_now(std::move(payload), std::move(handler));
+    return send_now(std::move(payload), std::move(handler), &run);
   }
   ReplyHandler handler = with_eval_fallback(s, payload, std::move(done));
-  send_now(std::move(payload), std::move(handler));
+  send_now(std::move(payload), std::move(handler), &s);
 }
 
 ReplyHandler ClientCore::with_eval_fallback(const Script& s, const std::string& evalsha_payload, ReplyHandler done) {

@@ -51,9 +51,11 @@ class ClientCore : public std::enable_shared_from_this<ClientCore>, public Conne
   void shutdown();  // releases leases (bounded), fails pending work, joins the thread
 
   // --- any thread ---
-  // Sends an encoded command; `done` runs on the loop thread.
-  void send(std::string payload, ReplyHandler done);
-  // Runs a script with EVALSHA, retrying once with EVAL after NOSCRIPT.
+  // Sends an encoded command; `done` runs on the loop thread. `script`: the payload is an
+  // EVALSHA of it (Command::script).
+  void send(std::string payload, ReplyHandler done, const Script* script = nullptr);
+  // Runs a script with EVALSHA, retrying once with EVAL after NOSCRIPT (its first use on a
+  // connection is an EVAL: Command::script).
   void eval(const Script& s, const std::vector<std::string>& keys, const std::vector<std::string>& args,
             ReplyHandler done);
   // How long a blocking caller polls for its reply before sleeping (ClientOptions::busy_poll).
@@ -102,7 +104,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore>, public Conne
   void eval_acknowledged(const Script& s, std::string payload, ReplyHandler done);
   void wait_replicas(const ReplicationAck& ack, const std::string& key, std::function<void(Result<long long>)> done);
   void send_to(const ServerAddress& node, std::string payload, ReplyHandler done);
-  void send_now(std::string payload, ReplyHandler done);
+  void send_now(std::string payload, ReplyHandler done, const Script* script = nullptr);
   void eval_now(const Script& s, std::string payload, ReplyHandler done);
   Notifier& notifier() noexcept { return *notifier_; }
   RenewalScheduler& renewals() noexcept { return *renewals_; }

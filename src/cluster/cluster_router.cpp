@@ -18,6 +18,7 @@ constexpr auto refresh_retry = std::chrono::milliseconds(250);
 struct ClusterRouter::Routed {
   std::string payload;
   ReplyHandler done;
+  const Script* script = nullptr;  // Command::script
   std::optional<std::uint16_t> slot;
   int redirects = 0;
   int retries = 0;
@@ -81,8 +82,9 @@ bool ClusterRouter::owns(const Connection& c) const {
   return false;
 }
 
-void ClusterRouter::send(std::string payload, ReplyHandler done) {
+void ClusterRouter::send(std::string payload, ReplyHandler done, const Script* script) {
   auto r = std::make_shared<Routed>();
+  r->script = script;
   r->slot = command_slot(payload);
   r->payload = std::move(payload);
   r->done = std::move(done);
@@ -99,8 +101,9 @@ Connection& ClusterRouter::ack_connection(Node& n) {
   return *c;
 }
 
-void ClusterRouter::send_acked(std::string payload, ReplyHandler done) {
+void ClusterRouter::send_acked(std::string payload, ReplyHandler done, const Script* script) {
   auto r = std::make_shared<Routed>();
+  r->script = script;
   r->slot = command_slot(payload);
   r->payload = std::move(payload);
   r->done = std::move(done);
@@ -126,7 +129,7 @@ void ClusterRouter::dispatch_acked(const std::shared_ptr<Routed>& r) {
       return retry_later(r, std::move(res), true);
     }
     r->done(std::move(res));
-  }});
+  }, {}, r->script});
 }
 
 void ClusterRouter::wait_on(const std::string& key, Command wait) {
@@ -157,7 +160,7 @@ void ClusterRouter::dispatch(const std::shared_ptr<Routed>& r) {
   c.send(Command{r->payload, [this, alive = std::weak_ptr<bool>(alive_), r](Result<Reply> res) {
                    if (alive.expired()) return r->done(std::move(res));
                    handle(r, std::move(res));
-                 }});
+                 }, {}, r->script});
 }
 
 void ClusterRouter::handle(const std::shared_ptr<Routed>& r, Result<Reply>&& res) {
@@ -184,7 +187,7 @@ void ClusterRouter::handle(const std::shared_ptr<Routed>& r, Result<Reply>&& res
     return to.send(Command{r->payload, [this, alive = std::weak_ptr<bool>(alive_), r](Result<Reply> again) {
                              if (alive.expired()) return r->done(std::move(again));
                              handle(r, std::move(again));
-                           }});
+                           }, {}, r->script});
   }
   if (text.starts_with("TRYAGAIN") || text.starts_with("CLUSTERDOWN")) {
     if (text.starts_with("CLUSTERDOWN")) refresh_soon();

@@ -33,13 +33,13 @@ class ClusterRouter {
   ~ClusterRouter();
 
   void start();
-  void send(std::string payload, ReplyHandler done);
+  void send(std::string payload, ReplyHandler done, const Script* script = nullptr);
   // ReplicationAck: `payload` (a script) on the slot owner's acknowledgement connection (one per
   // node, used for nothing else, because WAIT blocks its connection); MOVED is followed (the
   // script did not run). Then `wait` (WAIT, with its own reply deadline: Command::timeout) on
   // the same connection for the node that serves `key`. WAIT names no key: it is never
   // redirected, so it is sent once, as it is.
-  void send_acked(std::string payload, ReplyHandler done);
+  void send_acked(std::string payload, ReplyHandler done, const Script* script = nullptr);
   void wait_on(const std::string& key, Command wait);
   // Sends to one given node, no redirection handling (per-node commands: SCAN, INFO).
   void send_to(const NodeEndpoint& node, std::string payload, ReplyHandler done);

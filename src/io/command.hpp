@@ -14,6 +14,8 @@
 
 namespace dlock::detail {
 
+struct Script;
+
 using ReplyHandler = std::function<void(Result<Reply>)>;
 
 struct Command {
@@ -24,6 +26,13 @@ struct Command {
   // under the plain command_timeout a WAIT longer than that closed its connection as stuck
   // (errc::timeout) while the server was still waiting, instead of answering not_replicated.
   std::chrono::milliseconds timeout{0};
+  // Set when `payload` is an EVALSHA of this script. The first time a connection sends it (on
+  // each new TCP connection: possibly a new or restarted server), it goes as EVAL with the
+  // source instead (Connection::enqueue_write). Why: after NOSCRIPT the EVAL fallback is sent
+  // only once that reply is read, so commands sent meanwhile ran before it, and dlock relies on
+  // a connection keeping its commands' order (a give-back queued behind the acquisition it
+  // undoes: a Redlock node whose acquisition ran after its give-back kept the key until its TTL).
+  const Script* script = nullptr;
 };
 
 // RESP-encodes one command (binary safe), with hiredis's formatter.

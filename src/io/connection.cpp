@@ -1,6 +1,10 @@
 #include "io/connection.hpp"
 
+#include <algorithm>
+
 #include <asio/local/stream_protocol.hpp>
+
+#include "scripts/script_call.hpp"
 
 namespace dlock::detail {
 
@@ -38,6 +42,7 @@ void Connection::start() {
 void Connection::connect() {
   ++generation_;
   tls_handshaking_ = false;
+  scripts_sent_.clear();  // the server may be another one (restart, failover): scripts again
   const unsigned gen = generation_;
   reader_ = std::make_unique<RespReader>();
   set_state(State::connecting);
@@ -191,7 +196,12 @@ void Connection::send(Command&& cmd) {
 }
 
 void Connection::enqueue_write(Command&& cmd) {
-  wbuf_ += cmd.payload;
+  if (cmd.script && std::find(scripts_sent_.begin(), scripts_sent_.end(), cmd.script) == scripts_sent_.end()) {
+    scripts_sent_.push_back(cmd.script);
+    wbuf_ += evalsha_to_eval(*cmd.script, cmd.payload);  // Command::script: keeps the order
+  } else {
+    wbuf_ += cmd.payload;
+  }
   // A command without a handler expects no reply of its own (a subscriber's (S)UNSUBSCRIBE,
   // whose confirmations arrive as pushes).
   if (!cmd.done) return schedule_flush();

@@ -15,14 +15,20 @@
 #include <future>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "dlock/dlock.hpp"
 #include "dlock/redlock.hpp"
+#include "scripts/script.hpp"
 #include "support/fault_proxy.hpp"
 #include "support/lock_helpers.hpp"
 #include "support/server_group.hpp"
 #include "support/wait.hpp"
+
+namespace dlock::detail::scripts {
+extern const Script redlock_release;
+}  // namespace dlock::detail::scripts
 
 namespace {
 
@@ -115,6 +121,30 @@ TEST_F(RedlockReleaseRetryTest, TryWithoutAMajorityGivesBackOnNodesThatComeBack)
   }
   auto again = l->acquire(no_wait());
   EXPECT_TRUE(again.ok()) << again.error().what();
+}
+
+// A node that has the release script but not the acquisition's (a SCRIPT FLUSH, a restart, a
+// failover to a replica: the cache is not replicated), whose answers are slow. The acquisition
+// is decided by the two quick nodes and released at once; on the slow node the release must
+// still run after the acquisition it undoes. With EVALSHA and an EVAL fallback after NOSCRIPT,
+// the fallback left only once the NOSCRIPT answer was read, behind the release: the release
+// found nothing, then the acquisition took the key, which stayed until its TTL. A script's
+// first use on a connection is an EVAL now (Command::script), so the order holds.
+TEST_F(RedlockReleaseRetryTest, AcquisitionOfAnUnloadedScriptStaysAheadOfItsRelease) {
+  for (std::size_t i = 0; i < N; ++i) ASSERT_EQ(group.raw(i).cmd({"SCRIPT", "FLUSH"}), "OK");
+  ASSERT_EQ(group.raw(1).cmd({"SCRIPT", "LOAD", dlock::detail::scripts::redlock_release.source}),
+            dlock::detail::scripts::redlock_release.sha1);
+  // Clients that have sent no script yet (the fixture's only pinged).
+  proxies[1]->delay(100ms);
+  auto l = lock("unloaded");
+  auto lease = l->acquire(no_wait());
+  ASSERT_TRUE(lease.ok()) << lease.error().what();
+  ASSERT_TRUE(lease->release().ok());
+  std::this_thread::sleep_for(scaled(600ms));  // node 1's commands and any fallback have run
+  for (std::size_t i = 0; i < N; ++i) {
+    EXPECT_FALSE(key_on(i, l->key())) << "node " << i << " keeps the key of a released lock until its TTL (PTTL "
+                                      << group.raw(i).cmd({"PTTL", l->key()}) << " ms)";
+  }
 }
 
 }  // namespace
