@@ -107,6 +107,8 @@ class ClientCore : public std::enable_shared_from_this<ClientCore>, public Conne
   void send_now(std::string payload, ReplyHandler done, const Script* script = nullptr);
   void eval_now(const Script& s, std::string payload, ReplyHandler done);
   Notifier& notifier() noexcept { return *notifier_; }
+  // Cluster's router (nullptr unless Cluster).
+  ClusterRouter* cluster_router() noexcept { return cluster_.get(); }
   RenewalScheduler& renewals() noexcept { return *renewals_; }
   // The process-local wait queue of one lock, created on first use.
   std::shared_ptr<WaitQueue> wait_queue(const std::string& key, const AcquireRequest& req);

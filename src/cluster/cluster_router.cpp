@@ -114,13 +114,19 @@ void ClusterRouter::send_acked(std::string payload, ReplyHandler done, const Scr
 void ClusterRouter::dispatch_acked(const std::shared_ptr<Routed>& r) {
   if (closed_) return r->done(Error(errc::shutdown, "client is shut down"));
   Node* n = (r->slot && slots_[*r->slot] != nullptr) ? slots_[*r->slot] : any_node();
-  ack_connection(*n).send(Command{r->payload, [this, alive = std::weak_ptr<bool>(alive_), r](Result<Reply> res) {
-    if (alive.expired() || closed_ || !res.ok() || !res->is_error()) return r->done(std::move(res));
+  ack_connection(*n).send(Command{r->payload, [this, alive = std::weak_ptr<bool>(alive_), r, n](Result<Reply> res) {
+    if (alive.expired() || closed_) return r->done(std::move(res));
+    if (!res.ok() || !res->is_error()) {
+      // The reply's handler sends the WAIT (wait_on): to this node, whatever the map says now.
+      answering_acked_ = n;
+      r->done(std::move(res));
+      answering_acked_ = nullptr;
+      return;
+    }
     const std::string& text = res->str();
     auto redirect = parse_redirect(text);
     if (redirect && !redirect->ask && ++r->redirects <= max_redirects) {
-      slots_[redirect->slot] = &node(redirect->to);
-      refresh_soon();
+      moved(redirect->slot, redirect->to);
       return dispatch_acked(r);
     }
     if (redirect || text.starts_with("TRYAGAIN") || text.starts_with("CLUSTERDOWN")) {
@@ -134,9 +140,14 @@ void ClusterRouter::dispatch_acked(const std::shared_ptr<Routed>& r) {
 
 void ClusterRouter::wait_on(const std::string& key, Command wait) {
   if (closed_) return wait.done(Error(errc::shutdown, "client is shut down"));
-  Node* n = slots_[key_slot(key)];
+  Node* n = answering_acked_ ? answering_acked_ : slots_[key_slot(key)];
   if (n == nullptr) n = any_node();
   ack_connection(*n).send(std::move(wait));
+}
+
+void ClusterRouter::moved(std::uint16_t slot, const NodeEndpoint& to) {
+  slots_[slot] = &node(to);
+  refresh_soon();
 }
 
 void ClusterRouter::send_to(const NodeEndpoint& ep, std::string payload, ReplyHandler done) {
@@ -177,8 +188,7 @@ void ClusterRouter::handle(const std::shared_ptr<Routed>& r, Result<Reply>&& res
     }
     Node& target = node(redirect->to);
     if (!redirect->ask) {
-      slots_[redirect->slot] = &target;
-      refresh_soon();
+      moved(redirect->slot, redirect->to);
       return dispatch(r);
     }
     // ASK: this one command, on the importing node, preceded by ASKING on the same connection.

@@ -37,10 +37,17 @@ class ClusterRouter {
   // ReplicationAck: `payload` (a script) on the slot owner's acknowledgement connection (one per
   // node, used for nothing else, because WAIT blocks its connection); MOVED is followed (the
   // script did not run). Then `wait` (WAIT, with its own reply deadline: Command::timeout) on
-  // the same connection for the node that serves `key`. WAIT names no key: it is never
-  // redirected, so it is sent once, as it is.
+  // the acknowledgement connection the script ran on, when wait_on() is called from the
+  // script's reply handler (as ClientCore::wait_replicas is); otherwise on that of the node
+  // that serves `key` now. Why not the slot map's node always: it may have changed while the
+  // script was in flight (another command's MOVED, a refresh during a failover or a migration),
+  // and a WAIT on another node's connection counts that connection's writes, not the script's:
+  // it answered at once with that node's replicas, a false acknowledgement. WAIT names no key:
+  // it is never redirected, so it is sent once, as it is.
   void send_acked(std::string payload, ReplyHandler done, const Script* script = nullptr);
   void wait_on(const std::string& key, Command wait);
+  // A command was redirected for good: `slot` is served by `to` (MOVED). Loop thread.
+  void moved(std::uint16_t slot, const NodeEndpoint& to);
   // Sends to one given node, no redirection handling (per-node commands: SCAN, INFO).
   void send_to(const NodeEndpoint& node, std::string payload, ReplyHandler done);
   // The node that serves `key`'s slot now (the seed while the map is unknown).
@@ -78,6 +85,7 @@ class ClusterRouter {
   std::unordered_map<std::string, std::unique_ptr<Node>> nodes_;  // by "host:port"
   std::unordered_map<Node*, std::shared_ptr<Connection>> ack_conns_;
   std::vector<Node*> slots_;                                       // 16384, nullptr: unknown
+  Node* answering_acked_ = nullptr;  // while a send_acked() reply handler runs: the node it ran on
   std::vector<NodeEndpoint> primaries_;
   bool have_map_ = false;
   bool refreshing_ = false;

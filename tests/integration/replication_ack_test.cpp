@@ -9,12 +9,17 @@
 #include <system_error>
 #include <vector>
 
+#include "client_core.hpp"
+#include "cluster/cluster_router.hpp"
 #include "dlock/dlock.hpp"
+#include "scripts/script.hpp"
+#include "scripts/script_call.hpp"
 #include "support/lock_helpers.hpp"
 #include "support/raw_connection.hpp"
 #include "support/redis_cluster.hpp"
 #include "support/redis_server.hpp"
 #include "support/wait.hpp"
+#include "util/slot.hpp"
 
 namespace dlock::test {
 namespace {
@@ -355,6 +360,55 @@ TEST(ReplicationAckCluster, WaitsForTheShardsReplicas) {
   EXPECT_GE(took, quick.replication_ack.timeout - 10ms);
   RawConnection long_owner(cluster.node(cluster.owner_of_key(key_of("acked-long"))));
   EXPECT_TRUE(eventually([&] { return long_owner.cmd({"EXISTS", key_of("acked-long")}) == "0"; }, scaled(3s)));
+}
+
+// The slot's owner in the Client's map changes while an acknowledged script is in flight
+// (another command's MOVED, a refresh during a failover or a migration). The WAIT must still go
+// to the acknowledgement connection the script ran on: it counts that connection's writes. Sent
+// to the node the map names now, it counted another connection's writes and answered at once
+// with that node's replicas: an acknowledgement of a write no replica had.
+TEST(ReplicationAckCluster, WaitGoesWhereTheScriptRanEvenIfTheSlotMovedMeanwhile) {
+  RedisCluster cluster(3, 1);
+  Client client(cluster.url());
+  const std::string name = "moved-meanwhile";
+  const std::string key = key_of(name);
+  {
+    Mutex warm(client, name);  // the slot map is known: the script goes straight to the owner
+    auto l = warm.acquire(no_wait());
+    ASSERT_TRUE(l.ok()) << l.error().what();
+    ASSERT_TRUE(l->release().ok());
+  }
+  const std::size_t owner = cluster.owner_of_key(key);
+  const auto primaries = cluster.primaries();
+  const std::size_t other = primaries.front() != owner ? primaries.front() : primaries.back();
+  ASSERT_NE(other, owner);
+  std::vector<std::size_t> replicas;
+  for (std::size_t i = 0; i < cluster.size(); ++i) {
+    if (std::find(primaries.begin(), primaries.end(), i) == primaries.end()) replicas.push_back(i);
+  }
+  for (auto i : replicas) cluster.node(i).pause();  // no write is acknowledged anywhere
+
+  auto core = client.core();
+  std::promise<Result<long long>> waited;
+  core->post([&] {
+    const auto& script = detail::scripts::mutex_acquire;
+    core->eval_acknowledged(script, detail::encode_evalsha(script, {key, key + ":fence"}, {"moved-owner", "30000"}),
+                            [&](Result<Reply> r) {
+                              if (!r.ok()) return waited.set_value(r.error());
+                              core->wait_replicas(ReplicationAck{1, 300ms}, key,
+                                                  [&](Result<long long> n) { waited.set_value(std::move(n)); });
+                            });
+    // While the script is in flight, as if another command had been redirected.
+    core->cluster_router()->moved(detail::key_slot(key),
+                                  detail::NodeEndpoint{"127.0.0.1", static_cast<std::uint16_t>(cluster.node(other).port())});
+  });
+  auto f = waited.get_future();
+  const bool answered = f.wait_for(scaled(5s)) == std::future_status::ready;
+  for (auto i : replicas) cluster.node(i).resume();
+  ASSERT_TRUE(answered) << "WAIT was not answered";
+  Result<long long> n = f.get();
+  ASSERT_TRUE(n.ok()) << n.error().what();
+  EXPECT_EQ(*n, 0) << "WAIT counted replicas for a write none of them has (it went to another node)";
 }
 
 }  // namespace
