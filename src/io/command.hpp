@@ -32,6 +32,7 @@ struct Command {
   // only once that reply is read, so commands sent meanwhile ran before it, and dlock relies on
   // a connection keeping its commands' order (a give-back queued behind the acquisition it
   // undoes: a Redlock node whose acquisition ran after its give-back kept the key until its TTL).
+  // A NOSCRIPT answer (SCRIPT FLUSH during the connection's life) starts the first uses over.
   const Script* script = nullptr;
 };
 

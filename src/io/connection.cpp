@@ -280,7 +280,13 @@ void Connection::on_reply(Reply&& reply) {
   }
   Pending p = std::move(inflight_.front());
   inflight_.pop_front();
-  if (reply.is_error() && observer_ != nullptr) observer_->on_error_reply(*this, reply);
+  if (reply.is_error()) {
+    // The server's script cache was flushed under this connection (SCRIPT FLUSH): every script's
+    // next use is an EVAL again (Command::script), so only the commands already in flight meet
+    // NOSCRIPT and its reordering fallback.
+    if (reply.error_prefix() == "NOSCRIPT") scripts_sent_.clear();
+    if (observer_ != nullptr) observer_->on_error_reply(*this, reply);
+  }
   p.done(std::move(reply));
 }
 

@@ -116,7 +116,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   State state_ = State::idle;
   unsigned generation_ = 0;  // bumps on every (re)connect; stale handlers compare it
   // Scripts sent on this TCP connection so far (Command::script): each one's first send is an
-  // EVAL. Cleared on every (re)connect. A handful of entries: a linear search.
+  // EVAL. Cleared on every (re)connect and on NOSCRIPT. A handful of entries: a linear search.
   std::vector<const Script*> scripts_sent_;
   std::deque<Command> waiting_;    // not yet written (connecting or handshaking)
   std::deque<Pending> inflight_;   // written or in the write buffer, awaiting replies

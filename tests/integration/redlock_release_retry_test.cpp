@@ -147,4 +147,28 @@ TEST_F(RedlockReleaseRetryTest, AcquisitionOfAnUnloadedScriptStaysAheadOfItsRele
   }
 }
 
+// The same after a SCRIPT FLUSH during the connections' life: the connection to node 1 has sent
+// both scripts before, so by itself it would send EVALSHA. Its first NOSCRIPT (the probe's)
+// makes every script's next use an EVAL again, so the order holds from then on.
+TEST_F(RedlockReleaseRetryTest, AfterANoscriptAnswerFirstUsesAreEvalsAgain) {
+  auto l = lock("flushed");
+  scripts_loaded(*l);
+  ASSERT_EQ(group.raw(1).cmd({"SCRIPT", "FLUSH"}), "OK");
+  auto probe = lock("probe");
+  scripts_loaded(*probe);  // node 1 answers NOSCRIPT once, then has the scripts again
+  ASSERT_TRUE(eventually([&] { return !key_on(1, probe->key()); }, scaled(2000ms)));
+  ASSERT_EQ(group.raw(1).cmd({"SCRIPT", "FLUSH"}), "OK");
+  ASSERT_EQ(group.raw(1).cmd({"SCRIPT", "LOAD", dlock::detail::scripts::redlock_release.source}),
+            dlock::detail::scripts::redlock_release.sha1);
+  proxies[1]->delay(100ms);
+  auto lease = l->acquire(no_wait());
+  ASSERT_TRUE(lease.ok()) << lease.error().what();
+  ASSERT_TRUE(lease->release().ok());
+  std::this_thread::sleep_for(scaled(600ms));
+  for (std::size_t i = 0; i < N; ++i) {
+    EXPECT_FALSE(key_on(i, l->key())) << "node " << i << " keeps the key of a released lock until its TTL (PTTL "
+                                      << group.raw(i).cmd({"PTTL", l->key()}) << " ms)";
+  }
+}
+
 }  // namespace
