@@ -62,8 +62,10 @@
 // two round trips, so Clients take turns instead of the releasing one winning every race (a
 // mitigation only). Not guaranteed either: exclusion across a Redis failover or a holder paused
 // past its lease (use the fencing token). A take whose reply was lost (timeout, dropped
-// connection) while the owner already held the lock may leave one count behind: the lock is then
-// freed at its TTL after the owner's last release, not at once.
+// connection) is dropped again on the server once it is reachable (within reconnect.max +
+// connect_timeout), unless the owner holds the lock or acquires it again first: then the lost
+// take may leave one count behind, and the lock is freed at its TTL after the owner's last
+// release, not at once.
 #pragma once
 
 #include <chrono>

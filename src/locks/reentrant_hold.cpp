@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "client_core.hpp"
+#include "locks/idempotent_call.hpp"
 #include "locks/release_memory.hpp"
 #include "scripts/script_call.hpp"
 #include "util/random_hex.hpp"
@@ -33,6 +34,11 @@ class ReentrantHold;
 struct Registry {
   std::mutex mu;
   std::unordered_map<std::string, std::weak_ptr<ReentrantHold>> holds;
+  // (client id, key, owner) -> the drop pending for a take whose outcome is unknown (see
+  // drop_unknown_take). An acquisition by the same owner replaces it: from then on, a drop
+  // would remove that acquisition's take too.
+  std::unordered_map<std::string, std::uint64_t> pending_drops;
+  std::uint64_t next_drop = 1;
 
   static Registry& get() {
     static Registry* registry = new Registry;  // never destroyed: Leases may outlive statics
@@ -203,6 +209,56 @@ std::shared_ptr<LeaseRecord> join(const TakeSpec& spec, FencingToken token, long
   return take;
 }
 
+// An acquisition by `rkey`'s owner is about to be sent (loop thread): a drop still pending for
+// an earlier take of this owner must not follow it.
+void cancel_pending_drop(const std::string& rkey) {
+  auto& reg = Registry::get();
+  std::lock_guard lock(reg.mu);
+  reg.pending_drops.erase(rkey);
+}
+
+// A take whose outcome is unknown (connection error, timeout), while its owner has no live hold
+// here: any count under the owner's field is that take, unwanted. Dropped (the whole field: no
+// latch, the release script's shutdown form), sent again while its outcome is unknown
+// (idempotent_call.hpp): sent once right after the connection failed, the drop failed fast and
+// the lock sat out its TTL. Unlike the other kinds' cleanups this one is not by acquisition: a
+// ReentrantMutex owner is the thread, so a later resend would also drop a NEW take of the same
+// owner. So every try first checks, on the loop thread (where that owner's acquisitions are sent
+// too, in order on the connection), that no acquisition of the owner came since and that it
+// still holds nothing here. A take found in between (the owner acquired again first) stays:
+// counted into the new hold, the lock is then freed at its TTL after the owner's last release.
+void drop_unknown_take(const std::shared_ptr<ClientCore>& core, const ReentrantLayout& l, const std::string& owner) {
+  const std::string rkey = registry_key(*core, l.key, owner);
+  std::uint64_t id = 0;
+  {
+    auto& reg = Registry::get();
+    std::lock_guard lock(reg.mu);
+    id = reg.next_drop++;
+    reg.pending_drops[rkey] = id;
+  }
+  // Still this drop's turn? Ends it (erases the entry) when `finished`.
+  auto current = [rkey, id](bool finished) {
+    auto& reg = Registry::get();
+    std::lock_guard lock(reg.mu);
+    auto it = reg.pending_drops.find(rkey);
+    if (it == reg.pending_drops.end() || it->second != id) return false;
+    if (finished) reg.pending_drops.erase(it);
+    return true;
+  };
+  auto payload = encode_evalsha(scripts::reentrant_release, std::vector<std::string>{l.key},
+                                std::vector<std::string>{owner, l.channel, l.message, ""});
+  send_idempotent(core, [core, key = l.key, owner, payload = std::move(payload), current](ReplyHandler answered) {
+    if (!current(false) || reentrant_hold_live(*core, key, owner)) {
+      current(true);
+      return answered(Reply::make_integer(0));  // superseded: no try, no more tries
+    }
+    core->eval_now(scripts::reentrant_release, payload, [current, answered = std::move(answered)](Result<Reply> r) {
+      if (!outcome_unknown(r)) current(true);
+      answered(std::move(r));
+    });
+  });
+}
+
 }  // namespace
 
 AttemptFn reentrant_attempt(std::shared_ptr<ClientCore> client, std::shared_ptr<const ReentrantLayout> lock,
@@ -213,6 +269,7 @@ AttemptFn reentrant_attempt(std::shared_ptr<ClientCore> client, std::shared_ptr<
     std::vector<std::string> keys{spec->layout->key};
     if (spec->layout->fencing()) keys.push_back(spec->layout->fence_key);
     const auto sent = BootClock::now();
+    cancel_pending_drop(registry_key(*spec->core, spec->layout->key, spec->owner));
     spec->core->eval_now(
         scripts::reentrant_acquire,
         encode_evalsha(scripts::reentrant_acquire, keys, {spec->owner, std::to_string(spec->lease.ttl.count())}),
@@ -226,12 +283,7 @@ AttemptFn reentrant_attempt(std::shared_ptr<ClientCore> client, std::shared_ptr<
             // count under its field is ours and unwanted: drop it, so it does not sit out its
             // TTL. With a live hold a drop would end it, so that count stays (then the lock is
             // freed at its TTL after the owner's last release).
-            if (!reentrant_hold_live(*core, l.key, spec->owner)) {
-              core->eval_now(scripts::reentrant_release,
-                             encode_evalsha(scripts::reentrant_release, std::vector<std::string>{l.key},
-                                            std::vector<std::string>{spec->owner, l.channel, l.message, ""}),
-                             [](Result<Reply>) {});
-            }
+            if (!reentrant_hold_live(*core, l.key, spec->owner)) drop_unknown_take(core, l, spec->owner);
             a.error = Error(r.code(), "acquiring " + what + ": " + r.error().what());
             return report(std::move(a));
           }

@@ -59,6 +59,12 @@ class ReleaseRetryTest : public dlock::test::ServerFixture {
     return o;
   }
 
+  dlock::ReentrantMutexOptions reentrant_watched() {
+    dlock::ReentrantMutexOptions o;
+    o.lease = watched();
+    return o;
+  }
+
   // Takes and releases `m` once, so the server has the scripts: a NOSCRIPT answer held by the
   // proxy would keep the release (sent again as EVAL only after that answer) from running.
   static void scripts_loaded(dlock::Mutex& m) {
@@ -219,6 +225,77 @@ TEST_F(ReleaseRetryTest, OrderedMultiLockGivesBackAGroupWhoseAnswerIsLost) {
       << "the group was left to sit out its TTL (PTTL " << raw->cmd({"PTTL", first}) << " ms)";
   for (const auto& k : m.keys()) EXPECT_EQ(raw->cmd_int({"EXISTS", k}), 0) << k;
   EXPECT_EQ(via_proxy->active_leases(), 0u);
+}
+
+// A ReentrantMutex take whose answer was lost: the owner's count is dropped once the connection
+// is back. Sent once right after the connection error, the drop failed fast and the lock sat out
+// its TTL.
+TEST_F(ReleaseRetryTest, ReentrantTakeWhoseAnswerIsLostIsDroppedOnceTheConnectionIsBack) {
+  dlock::ReentrantMutex m(*via_proxy, "lost-take", reentrant_watched());
+  {
+    auto l = m.acquire(no_wait());  // loads the scripts (see scripts_loaded)
+    ASSERT_TRUE(l.ok()) << l.error().what();
+    ASSERT_TRUE(l->release().ok());
+  }
+  proxy->hold_replies();
+  auto got = std::async(std::launch::async, [&] { return m.acquire(no_wait()); });
+  ASSERT_TRUE(eventually([&] { return raw->cmd_int({"EXISTS", m.key()}) == 1; }, scaled(3000ms)))
+      << "the acquisition never ran";
+  proxy->drop();
+  proxy->pass();
+  ASSERT_EQ(got.wait_for(scaled(5000ms)), std::future_status::ready);
+  const auto r = got.get();
+  ASSERT_FALSE(r.ok()) << "the acquisition's answer was lost, yet it returned a lease";
+  EXPECT_TRUE(eventually([&] { return raw->cmd_int({"EXISTS", m.key()}) == 0; }, scaled(2000ms)))
+      << "the unknown take was left to sit out its TTL (PTTL " << raw->cmd({"PTTL", m.key()}) << " ms)";
+}
+
+// A ReentrantMutex owner is its thread, so the drop of an unknown take would also remove a later
+// take of the same thread. Here the thread acquires again while the drop is still being retried
+// (the node was unreachable, then comes back): its new take must survive the retries. (The
+// unknown take's count, found by the new take, is counted into it: the lock is then freed at its
+// TTL after the last release; the test does not release.)
+TEST_F(ReleaseRetryTest, PendingReentrantDropNeverRemovesTheOwnersNextTake) {
+  dlock::ClientOptions co = quick_to_notice();
+  co.reconnect.initial = 1ms;
+  co.reconnect.max = 5ms;
+  dlock::Client c(proxy->url(), co);
+  ASSERT_TRUE(c.ping().ok());
+  dlock::ReentrantMutex m(c, "next-take", reentrant_watched());
+  {
+    auto l = m.acquire(no_wait());
+    ASSERT_TRUE(l.ok()) << l.error().what();
+    ASSERT_TRUE(l->release().ok());
+  }
+  std::atomic<bool> first_failed{false};
+  proxy->hold_replies();
+  // One thread: one owner.
+  auto owner = std::async(std::launch::async, [&]() -> dlock::Result<dlock::Lease> {
+    auto first = m.acquire(no_wait());
+    if (first.ok()) return first;
+    first_failed = true;
+    const auto until = std::chrono::steady_clock::now() + scaled(5000ms);
+    while (std::chrono::steady_clock::now() < until) {
+      auto again = m.acquire(no_wait());
+      if (again.ok() || again.code() == dlock::errc::busy) return again;
+      std::this_thread::sleep_for(1ms);
+    }
+    return dlock::Error(dlock::errc::timeout, "never acquired again");
+  });
+  ASSERT_TRUE(eventually([&] { return raw->cmd_int({"EXISTS", m.key()}) == 1; }, scaled(3000ms)))
+      << "the acquisition never ran";
+  proxy->blackhole();
+  proxy->drop();
+  ASSERT_TRUE(eventually([&] { return first_failed.load(); }, scaled(3000ms)));
+  std::this_thread::sleep_for(500ms);  // the drop's tries meet the black hole
+  proxy->pass();
+  ASSERT_EQ(owner.wait_for(scaled(8000ms)), std::future_status::ready);
+  auto lease = owner.get();
+  ASSERT_TRUE(lease.ok()) << lease.error().what();
+  std::this_thread::sleep_for(scaled(800ms));  // longer than the drop's pauses (at most 100 ms)
+  EXPECT_EQ(raw->cmd_int({"EXISTS", m.key()}), 1) << "the pending drop removed the owner's new take";
+  EXPECT_FALSE(lease->lost());
+  EXPECT_EQ(lost_events.load(), 0);
 }
 
 // A writer whose wait is cancelled while the node is unreachable withdraws its intent once the
