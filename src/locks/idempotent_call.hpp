@@ -13,10 +13,11 @@
 //
 // send_idempotent() is the same for a cleanup that nobody waits for: the release, by its owner
 // token, of an acquisition whose outcome is unknown (it may have taken the lock) or that was
-// taken but is not wanted (refused as late, cancelled); a SharedMutex writer's intent
-// withdrawal; a FairLock waiter's dequeue. Sent once right after the connection failed, such a
-// cleanup failed fast too, and the lock, the intent or the queue place kept everyone else out
-// until it expired.
+// taken but is not wanted (refused as late, cancelled); an ordered MultiLock's give-back; a
+// Redlock release on each node (redlock_fanout.hpp, Resend); a ReentrantMutex's drop of an
+// unknown take (guarded: reentrant_hold.cpp); a SharedMutex writer's intent withdrawal; a
+// FairLock waiter's dequeue. Sent once right after the connection failed, such a cleanup failed
+// fast too, and the lock, the intent or the queue place kept everyone else out until it expired.
 #pragma once
 
 #include <functional>
