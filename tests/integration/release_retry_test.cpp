@@ -67,10 +67,33 @@ class ReleaseRetryTest : public dlock::test::ServerFixture {
 
   // Takes and releases `m` once, so the server has the scripts: a NOSCRIPT answer held by the
   // proxy would keep the release (sent again as EVAL only after that answer) from running.
-  static void scripts_loaded(dlock::Mutex& m) {
+  template <class Lock>
+  static void scripts_loaded(Lock& m) {
     auto l = m.acquire(no_wait());
     ASSERT_TRUE(l.ok()) << l.error().what();
     ASSERT_TRUE(l->release().ok());
+  }
+
+  // Acquires `m` while the proxy holds the answers; once `first_key` exists on the server (the
+  // acquisition ran), the connection breaks, as in a blip, and comes back. Expects the
+  // acquisition to report the connection error, then `first_key` to go within 2 s: the Client
+  // cleans up what it may have taken instead of leaving it to its TTL.
+  template <class Lock>
+  void acquire_whose_answer_is_lost(Lock& m, const std::string& first_key) {
+    scripts_loaded(m);
+    proxy->hold_replies();
+    auto got = std::async(std::launch::async, [&] { return m.acquire(no_wait()); });
+    ASSERT_TRUE(eventually([&] { return raw->cmd_int({"EXISTS", first_key}) == 1; }, scaled(3000ms)))
+        << "the acquisition never ran";
+    proxy->drop();
+    proxy->pass();
+    ASSERT_EQ(got.wait_for(scaled(5000ms)), std::future_status::ready);
+    const auto r = got.get();
+    ASSERT_FALSE(r.ok()) << "the acquisition's answer was lost, yet it returned a lease";
+    EXPECT_EQ(r.code(), dlock::errc::connection) << r.error().what();
+    EXPECT_TRUE(eventually([&] { return raw->cmd_int({"EXISTS", first_key}) == 0; }, scaled(2000ms)))
+        << "what the acquisition took was left to sit out its TTL (PTTL " << raw->cmd({"PTTL", first_key}) << " ms)";
+    EXPECT_EQ(via_proxy->active_leases(), 0u);
   }
 
   // Another Client takes the lock and releases it: the lock's release marker is now its own.
@@ -181,20 +204,7 @@ TEST_F(ReleaseRetryTest, NotHeldAfterTheValidityEndedIsStillALoss) {
 // ran and the lock sat out its TTL.
 TEST_F(ReleaseRetryTest, AcquisitionWhoseReplyIsLostIsGivenBackOnceTheConnectionIsBack) {
   dlock::Mutex m(*via_proxy, "lost-acquire", watched());
-  scripts_loaded(m);
-  proxy->hold_replies();
-  auto got = std::async(std::launch::async, [&] { return m.acquire(no_wait()); });
-  ASSERT_TRUE(eventually([&] { return raw->cmd_int({"EXISTS", m.key()}) == 1; }, scaled(3000ms)))
-      << "the acquisition never ran";
-  proxy->drop();
-  proxy->pass();
-  ASSERT_EQ(got.wait_for(scaled(5000ms)), std::future_status::ready);
-  const auto r = got.get();
-  ASSERT_FALSE(r.ok()) << "the acquisition's answer was lost, yet it returned a lease";
-  EXPECT_EQ(r.code(), dlock::errc::connection) << r.error().what();
-  EXPECT_TRUE(eventually([&] { return raw->cmd_int({"EXISTS", m.key()}) == 0; }, scaled(2000ms)))
-      << "the unknown hold was left to sit out its TTL (PTTL " << raw->cmd({"PTTL", m.key()}) << " ms)";
-  EXPECT_EQ(via_proxy->active_leases(), 0u);
+  acquire_whose_answer_is_lost(m, m.key());
 }
 
 // The same for a MultiLock taken group by group (Cluster, names over several slots; forced here
@@ -204,27 +214,10 @@ TEST_F(ReleaseRetryTest, AcquisitionWhoseReplyIsLostIsGivenBackOnceTheConnection
 TEST_F(ReleaseRetryTest, OrderedMultiLockGivesBackAGroupWhoseAnswerIsLost) {
   dlock::MultiLock m(*via_proxy, {"group-a", "group-b"}, watched());
   dlock::detail::MultiLockAccess::force_ordered(m);
-  ASSERT_EQ(dlock::detail::slot_groups(m.keys()).size(), 2u);
-  {
-    auto l = m.acquire(no_wait());  // loads the scripts (see scripts_loaded)
-    ASSERT_TRUE(l.ok()) << l.error().what();
-    ASSERT_TRUE(l->release().ok());
-  }
-  const std::string first = dlock::detail::slot_groups(m.keys()).front().front();
-  proxy->hold_replies();
-  auto got = std::async(std::launch::async, [&] { return m.acquire(no_wait()); });
-  ASSERT_TRUE(eventually([&] { return raw->cmd_int({"EXISTS", first}) == 1; }, scaled(3000ms)))
-      << "the first group's acquisition never ran";
-  proxy->drop();
-  proxy->pass();
-  ASSERT_EQ(got.wait_for(scaled(5000ms)), std::future_status::ready);
-  const auto r = got.get();
-  ASSERT_FALSE(r.ok()) << "the group's answer was lost, yet the MultiLock returned a lease";
-  EXPECT_EQ(r.code(), dlock::errc::connection) << r.error().what();
-  EXPECT_TRUE(eventually([&] { return raw->cmd_int({"EXISTS", first}) == 0; }, scaled(2000ms)))
-      << "the group was left to sit out its TTL (PTTL " << raw->cmd({"PTTL", first}) << " ms)";
+  const auto groups = dlock::detail::slot_groups(m.keys());
+  ASSERT_EQ(groups.size(), 2u);
+  acquire_whose_answer_is_lost(m, groups.front().front());
   for (const auto& k : m.keys()) EXPECT_EQ(raw->cmd_int({"EXISTS", k}), 0) << k;
-  EXPECT_EQ(via_proxy->active_leases(), 0u);
 }
 
 // A ReentrantMutex take whose answer was lost: the owner's count is dropped once the connection
@@ -232,22 +225,7 @@ TEST_F(ReleaseRetryTest, OrderedMultiLockGivesBackAGroupWhoseAnswerIsLost) {
 // its TTL.
 TEST_F(ReleaseRetryTest, ReentrantTakeWhoseAnswerIsLostIsDroppedOnceTheConnectionIsBack) {
   dlock::ReentrantMutex m(*via_proxy, "lost-take", reentrant_watched());
-  {
-    auto l = m.acquire(no_wait());  // loads the scripts (see scripts_loaded)
-    ASSERT_TRUE(l.ok()) << l.error().what();
-    ASSERT_TRUE(l->release().ok());
-  }
-  proxy->hold_replies();
-  auto got = std::async(std::launch::async, [&] { return m.acquire(no_wait()); });
-  ASSERT_TRUE(eventually([&] { return raw->cmd_int({"EXISTS", m.key()}) == 1; }, scaled(3000ms)))
-      << "the acquisition never ran";
-  proxy->drop();
-  proxy->pass();
-  ASSERT_EQ(got.wait_for(scaled(5000ms)), std::future_status::ready);
-  const auto r = got.get();
-  ASSERT_FALSE(r.ok()) << "the acquisition's answer was lost, yet it returned a lease";
-  EXPECT_TRUE(eventually([&] { return raw->cmd_int({"EXISTS", m.key()}) == 0; }, scaled(2000ms)))
-      << "the unknown take was left to sit out its TTL (PTTL " << raw->cmd({"PTTL", m.key()}) << " ms)";
+  acquire_whose_answer_is_lost(m, m.key());
 }
 
 // A ReentrantMutex owner is its thread, so the drop of an unknown take would also remove a later
@@ -262,11 +240,7 @@ TEST_F(ReleaseRetryTest, PendingReentrantDropNeverRemovesTheOwnersNextTake) {
   dlock::Client c(proxy->url(), co);
   ASSERT_TRUE(c.ping().ok());
   dlock::ReentrantMutex m(c, "next-take", reentrant_watched());
-  {
-    auto l = m.acquire(no_wait());
-    ASSERT_TRUE(l.ok()) << l.error().what();
-    ASSERT_TRUE(l->release().ok());
-  }
+  scripts_loaded(m);
   std::atomic<bool> first_failed{false};
   proxy->hold_replies();
   // One thread: one owner.
