@@ -186,13 +186,12 @@ void ClusterRouter::handle(const std::shared_ptr<Routed>& r, Result<Reply>&& res
     if (++r->redirects > max_redirects) {
       return r->done(Error(errc::server, "too many cluster redirections; last: " + text));
     }
-    Node& target = node(redirect->to);
     if (!redirect->ask) {
       moved(redirect->slot, redirect->to);
       return dispatch(r);
     }
     // ASK: this one command, on the importing node, preceded by ASKING on the same connection.
-    Connection& to = target.pick();
+    Connection& to = node(redirect->to).pick();
     to.send(Command{format_command({"ASKING"}), [](Result<Reply>) {}});
     return to.send(Command{r->payload, [this, alive = std::weak_ptr<bool>(alive_), r](Result<Reply> again) {
                              if (alive.expired()) return r->done(std::move(again));
