@@ -18,6 +18,13 @@
 namespace dlock::detail {
 namespace {
 
+// The ACL refused EVAL. A script's first use on a connection is an EVAL (Command::script); a
+// deployment that allows only EVALSHA of scripts an operator loaded (SCRIPT LOAD, a hardening
+// some run) gets that use as EVALSHA instead, and the connection sends EVALSHA from then on.
+bool eval_refused(const Reply& r) {
+  return r.is_error() && r.error_prefix() == "NOPERM" && r.str().find("'eval' command") != std::string::npos;
+}
+
 // The ClientCore whose loop this thread runs now (the own thread: always; a caller: while it
 // runs the loop in drive_until()).
 thread_local const ClientCore* t_running_loop = nullptr;
@@ -143,6 +150,10 @@ void ClientCore::eval_acknowledged(const Script& s, std::string payload, ReplyHa
     if (r.ok() && r->is_error() && r->error_prefix() == "NOSCRIPT") {
       if (cluster_) return cluster_->send_acked(evalsha_to_eval(*script, copy), std::move(done));
       return ack_connection().send(Command{evalsha_to_eval(*script, copy), std::move(done)});
+    }
+    if (r.ok() && eval_refused(*r)) {
+      if (cluster_) return cluster_->send_acked(std::move(copy), std::move(done));
+      return ack_connection().send(Command{std::move(copy), std::move(done)});
     }
     done(std::move(r));
   };
@@ -413,11 +424,13 @@ void ClientCore::eval_now(const Script& s, std::string payload, ReplyHandler don
 }
 
 ReplyHandler ClientCore::with_eval_fallback(const Script& s, const std::string& evalsha_payload, ReplyHandler done) {
-  // The EVALSHA encoding is kept for the one EVAL fallback after NOSCRIPT.
+  // The EVALSHA encoding is kept for the one EVAL fallback after NOSCRIPT, and for the one
+  // EVALSHA after a first use's EVAL that the ACL refused (eval_refused).
   return [this, &s, copy = evalsha_payload, done = std::move(done)](Result<Reply> r) mutable {
     if (r.ok() && r->is_error() && r->error_prefix() == "NOSCRIPT") {
       return send_now(evalsha_to_eval(s, copy), std::move(done));
     }
+    if (r.ok() && eval_refused(*r)) return send_now(std::move(copy), std::move(done));
     done(std::move(r));
   };
 }

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "dlock/dlock.hpp"
+#include "scripts/script.hpp"
 #include "support/raw_connection.hpp"
 #include "support/redis_server.hpp"
 
@@ -501,6 +502,25 @@ TEST_F(ClientAcl, UserWithoutKeyRightsGetsAuthError) {
 
   EXPECT_TRUE(HasCode(c.command({"SET", "dlock:plain", "x"}), errc::auth));
   EXPECT_TRUE(RepliesText(c.command({"SET", "other:ok", "x"}), "OK"));
+}
+
+// A user that may run EVALSHA but not EVAL, with the scripts loaded by an operator (SCRIPT
+// LOAD): a hardening some deployments run. A script's first use on a connection is an EVAL
+// (Command::script, for the order of commands); refused, it is sent as EVALSHA instead, and the
+// connection sends EVALSHA from then on.
+TEST_F(ClientAcl, EvalshaOnlyUserWorksWithScriptsLoadedByAnOperator) {
+  ASSERT_EQ(admin_->cmd({"ACL", "SETUSER", "shaonly", "on", ">pw", "~dlock:*", "&dlock:*", "+@all", "-eval"}), "OK");
+  for (const auto* s : {&dlock::detail::scripts::mutex_acquire, &dlock::detail::scripts::mutex_release}) {
+    ASSERT_EQ(admin_->cmd({"SCRIPT", "LOAD", s->source}), s->sha1);
+  }
+  Client c(url_for("shaonly"));
+  dlock::Mutex m(c, "acl-sha-only");
+  for (int i = 0; i < 3; ++i) {
+    auto l = acquire_within(m, dlock::WaitOptions{2000ms, 500ms});
+    ASSERT_TRUE(l.ok()) << describe(l);
+    EXPECT_EQ(admin_->cmd({"GET", "dlock:{acl-sha-only}"}), l->owner());
+    EXPECT_TRUE(l->release().ok());
+  }
 }
 
 // ============================================================================================

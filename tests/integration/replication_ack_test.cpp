@@ -110,6 +110,23 @@ TEST_F(ReplicationAckTest, AcknowledgedAcquisitionIsOnTheReplicaWhenItReturns) {
   }
 }
 
+// The acknowledgement connection's first use of a script is an EVAL too (Command::script); a
+// user allowed only EVALSHA, with the scripts loaded by an operator, gets it as EVALSHA.
+TEST_F(ReplicationAckTest, EvalshaOnlyUserWithScriptsLoadedByAnOperator) {
+  RawConnection admin(*primary);
+  ASSERT_EQ(admin.cmd({"ACL", "SETUSER", "shaonly", "on", ">pw", "~*", "&*", "+@all", "-eval"}), "OK");
+  for (const auto* s : {&detail::scripts::mutex_acquire, &detail::scripts::mutex_release}) {
+    ASSERT_EQ(admin.cmd({"SCRIPT", "LOAD", s->source}), s->sha1);
+  }
+  Client client("redis://shaonly:pw@127.0.0.1:" + std::to_string(primary->port()), acked(1));
+  Mutex m(client, "acked-sha-only");
+  for (int i = 0; i < 3; ++i) {
+    auto lease = m.acquire(no_wait());
+    ASSERT_TRUE(lease.ok()) << lease.error().what();
+    EXPECT_TRUE(lease->release().ok());
+  }
+}
+
 TEST_F(ReplicationAckTest, FailsClosedWhenTheReplicaDoesNotAnswer) {
   Client client(primary->url(), acked(1, 300ms));
   Mutex m(client, "unacked");
