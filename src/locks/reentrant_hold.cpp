@@ -1,5 +1,6 @@
 #include "locks/reentrant_hold.hpp"
 
+#include <atomic>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
@@ -39,6 +40,10 @@ struct Registry {
   // would remove that acquisition's take too.
   std::unordered_map<std::string, std::uint64_t> pending_drops;
   std::uint64_t next_drop = 1;
+  // pending_drops.size(), read without the lock by every acquisition (which then builds no key
+  // and takes no lock when it is 0, the normal case). An owner's drop is armed and cancelled on
+  // its Client's loop thread, so that thread never misses its own.
+  std::atomic<std::size_t> pending_count{0};
 
   static Registry& get() {
     static Registry* registry = new Registry;  // never destroyed: Leases may outlive statics
@@ -209,12 +214,14 @@ std::shared_ptr<LeaseRecord> join(const TakeSpec& spec, FencingToken token, long
   return take;
 }
 
-// An acquisition by `rkey`'s owner is about to be sent (loop thread): a drop still pending for
+// An acquisition by `owner` of `key` is about to be sent (loop thread): a drop still pending for
 // an earlier take of this owner must not follow it.
-void cancel_pending_drop(const std::string& rkey) {
+void cancel_pending_drop(const ClientCore& core, const std::string& key, const std::string& owner) {
   auto& reg = Registry::get();
+  if (reg.pending_count.load(std::memory_order_relaxed) == 0) return;
+  const std::string rkey = registry_key(core, key, owner);
   std::lock_guard lock(reg.mu);
-  reg.pending_drops.erase(rkey);
+  if (reg.pending_drops.erase(rkey) != 0) reg.pending_count.fetch_sub(1, std::memory_order_relaxed);
 }
 
 // A take whose outcome is unknown (connection error, timeout), while its owner has no live hold
@@ -234,7 +241,7 @@ void drop_unknown_take(const std::shared_ptr<ClientCore>& core, const ReentrantL
     auto& reg = Registry::get();
     std::lock_guard lock(reg.mu);
     id = reg.next_drop++;
-    reg.pending_drops[rkey] = id;
+    if (reg.pending_drops.insert_or_assign(rkey, id).second) reg.pending_count.fetch_add(1, std::memory_order_relaxed);
   }
   // Still this drop's turn? Ends it (erases the entry) when `finished`.
   auto current = [rkey, id](bool finished) {
@@ -242,7 +249,10 @@ void drop_unknown_take(const std::shared_ptr<ClientCore>& core, const ReentrantL
     std::lock_guard lock(reg.mu);
     auto it = reg.pending_drops.find(rkey);
     if (it == reg.pending_drops.end() || it->second != id) return false;
-    if (finished) reg.pending_drops.erase(it);
+    if (finished) {
+      reg.pending_drops.erase(it);
+      reg.pending_count.fetch_sub(1, std::memory_order_relaxed);
+    }
     return true;
   };
   auto payload = encode_evalsha(scripts::reentrant_release, std::vector<std::string>{l.key},
@@ -269,7 +279,7 @@ AttemptFn reentrant_attempt(std::shared_ptr<ClientCore> client, std::shared_ptr<
     std::vector<std::string> keys{spec->layout->key};
     if (spec->layout->fencing()) keys.push_back(spec->layout->fence_key);
     const auto sent = BootClock::now();
-    cancel_pending_drop(registry_key(*spec->core, spec->layout->key, spec->owner));
+    cancel_pending_drop(*spec->core, spec->layout->key, spec->owner);
     spec->core->eval_now(
         scripts::reentrant_acquire,
         encode_evalsha(scripts::reentrant_acquire, keys, {spec->owner, std::to_string(spec->lease.ttl.count())}),
