@@ -120,6 +120,8 @@ class ClientCore : public std::enable_shared_from_this<ClientCore>, public Conne
   void note_release(std::string_view key, long long notified, BootClock::duration round_trip);
   // Until when this process's tries on `key` hold back (nullopt: they need not). Loop thread only.
   std::optional<BootClock::time_point> courtesy_until(const std::string& key);
+  // A release named this Client's waiter as the next one: no holding back for it.
+  void clear_courtesy(const std::string& key);
   // Fails every waiting acquisition (shutdown): the WaitQueues' and the hooked ones'.
   void fail_waiters(const Error& why);
   // Waits that do not use a WaitQueue (FairLock) register here so shutdown reaches them at once.

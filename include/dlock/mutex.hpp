@@ -5,7 +5,11 @@
 //   P{N}          string: the holder's owner token "<32 hex>@<host>:<pid>:<unix ms>", SET NX PX
 //   P{N}:fence    string: the fencing counter; no TTL, never deleted
 //   P{N}:rel      string: the last releaser's owner token, for 30 s (makes release idempotent)
-//   P{N}:ch       pub/sub channel: "released" after a release, "revoked" after a forced unlock
+//   P{N}:waiters  zset: the places of waiting Clients (Client id -> until when the place counts,
+//                 server ms); expires with its newest place
+//   P{N}:ch       pub/sub channel: "released <Client id>" after a release that found a place on
+//                 P{N}:waiters (that Client's turn), "released" when none, "revoked" after a
+//                 forced unlock
 // Any client that takes the lock with SET P{N} <token> NX PX and releases with a
 // compare-and-delete excludes dlock, and dlock excludes it (its release publishes nothing, so
 // dlock's waiters notice it within WaitOptions::recheck_interval).
@@ -15,10 +19,20 @@
 // thread that locked must be the one that unlocks; code that moves between threads (coroutines,
 // thread pools) uses acquire() and the Lease it returns.
 //
-// Not guaranteed: fairness. Mutex waiters of one process queue in order; across processes they
-// only take turns: a process whose release woke waiters elsewhere holds its own next try back
-// for about two round trips (at most 2 ms), so one of them can take the lock first. That is a
-// hint, not a queue: a slow waiter can still be passed over. Use FairLock for a global FIFO.
+// Waiting: the waiters of one process queue in order and only the first of them tries. A try
+// that finds the lock busy puts its Client on P{N}:waiters (or moves it to the end); a release
+// names the first Client there and only that Client tries, so a handoff costs one try, not one
+// per waiting process. A place lapses when its Client stops trying for about two recheck
+// intervals; a release that names a Client that died meanwhile leaves the others asleep until
+// their next recheck (WaitOptions::recheck_interval, 500 ms by default). A message that names
+// nobody ("released" from other tools, "revoked", an expiry seen through keyspace
+// notifications) still wakes every waiting process.
+//
+// Not guaranteed: fairness. The roll is in the order of the waiters' latest tries, and a waiter
+// rechecks (moving to the end) every recheck interval; a try that is not a waiter's (a first
+// try, try_lock()) can take a free lock before the named Client does. A process whose release
+// woke a waiter elsewhere holds its own next try back for about two round trips (at most 2 ms).
+// Use FairLock for a global FIFO.
 // Nor exclusion across a Redis failover or a holder paused past its lease (use the fencing
 // token).
 #pragma once

@@ -32,7 +32,7 @@ Result<OwnedRelease> release_owned(Client& client, std::string_view name, std::s
   const std::string& k = *key;
   const std::string what = "releasing lock '" + std::string(name) + "' on " + client.address().display();
   if (owner.empty()) return Error(errc::invalid_argument, what + ": empty owner token");
-  auto r = detail::run_admin_script(client, detail::scripts::mutex_release, {k, k + ":rel"},
+  auto r = detail::run_admin_script(client, detail::scripts::mutex_release, {k, k + ":rel", k + ":waiters"},
                                     {std::string(owner), k + ":ch", std::to_string(release_marker_ms)}, what);
   if (!r) return r.error();
   if (!r->is_integer()) return Error(errc::protocol, what + ": unexpected reply " + r->to_string());

@@ -20,7 +20,7 @@ class AcquireOp;
 class WaitQueue final : public Notifier::Listener, public std::enable_shared_from_this<WaitQueue> {
  public:
   WaitQueue(ClientCore& core, std::string key, const AcquireRequest& req)
-      : core_(core), key_(std::move(key)), channels_{req.channel} {
+      : core_(core), key_(std::move(key)), channels_{req.channel}, withdraw_(req.withdraw) {
     channels_.insert(channels_.end(), req.extra_channels.begin(), req.extra_channels.end());
     const auto& watched = req.watch_keys.empty() ? std::vector<std::string>{req.key} : req.watch_keys;
     for (const auto& k : watched) {
@@ -40,6 +40,14 @@ class WaitQueue final : public Notifier::Listener, public std::enable_shared_fro
   // `holder_ttl`: then, when other holders' holds expire (shared holds), for the next head's sleep.
   void remove(AcquireOp* op, bool acquired, std::optional<milliseconds> holder_ttl = std::nullopt);
   bool is_head(const AcquireOp* op) const { return !ops_.empty() && ops_.front().get() == op; }
+  std::size_t size() const noexcept { return ops_.size(); }
+  // The lock keeps a waiters' roll (AcquireRequest::withdraw).
+  bool keeps_roll() const noexcept { return static_cast<bool>(withdraw_); }
+  // The Client may have a place on the roll: set when a try that takes one is sent, cleared when
+  // a try that leaves the roll acquired.
+  void set_on_roll(bool on) noexcept { on_roll_ = on; }
+  // A release named this Client at or after `t` (so its releaser need not hold back).
+  bool named_since(BootClock::time_point t) const noexcept { return named_at_ && *named_at_ >= t; }
   bool confirmed() const noexcept { return confirmed_; }
   // Whether this process listens on the lock's channel (its release notifications count it).
   bool subscribed() const noexcept { return subscribed_; }
@@ -51,8 +59,18 @@ class WaitQueue final : public Notifier::Listener, public std::enable_shared_fro
   void fail_all(const Error& why);
 
   // Any message on the lock's own channel means it may be free ("released", "revoked", or a
-  // compatible client's own message, e.g. Redisson's "0").
-  void on_notification(std::string_view) override { wake(); }
+  // compatible client's own message, e.g. Redisson's "0"), except, for a lock with a waiters'
+  // roll, a release that names another Client: that Client's turn (see mutex_release.lua).
+  void on_notification(std::string_view message) override {
+    constexpr std::string_view named = "released ";
+    if (keeps_roll() && message.starts_with(named)) {
+      if (message.substr(named.size()) != core_.client_id()) return;
+      // This Client is next: it tries at once, even if it released the lock itself a moment ago.
+      named_at_ = BootClock::now();
+      core_.clear_courtesy(key_);
+    }
+    wake();
+  }
   void on_resubscribed() override { wake(); }
 
  private:
@@ -76,6 +94,9 @@ class WaitQueue final : public Notifier::Listener, public std::enable_shared_fro
     void on_resubscribed() override { queue->wake(); }
   } keyspace_listener_{this};
   std::deque<std::shared_ptr<AcquireOp>> ops_;
+  std::function<void(std::string_view)> withdraw_;
+  bool on_roll_ = false;
+  std::optional<BootClock::time_point> named_at_;
   bool subscribed_ = false;
   bool confirmed_ = false;
   std::vector<std::function<void()>> on_confirmed_;
@@ -122,7 +143,10 @@ class AcquireOp final : public std::enable_shared_from_this<AcquireOp> {
   // against the other processes' waiters (the notification reaches every process alike).
   void become_head(bool held_here = false, std::optional<milliseconds> holder_ttl = std::nullopt) {
     if (state_ == State::done) return;
-    if (!held_here && !queue_->confirmed() && !fast_path_used_) {
+    // Not while this process holds back after its own release: the lock has just been offered
+    // to a waiter elsewhere, so the try would most likely fail and be followed by the
+    // subscribe-then-try anyway (one command less per handoff).
+    if (!held_here && !queue_->confirmed() && !fast_path_used_ && !core_->courtesy_until(req_.key)) {
       fast_path_used_ = true;
       // Fast path: a free lock costs one round trip, no subscription. Only when this try finds
       // it busy does the wait begin — and it begins with subscribe-then-try, so a release
@@ -188,10 +212,27 @@ class AcquireOp final : public std::enable_shared_from_this<AcquireOp> {
   void try_after_courtesy() {
     state_ = State::trying;
     seen_generation_ = queue_ ? queue_->generation() : 0;
-    req_.attempt([self = shared_from_this()](Attempt a) { self->on_attempt(std::move(a)); });
+    TryContext ctx;
+    roll_try_ = queue_ && queue_->keeps_roll() && queue_->confirmed() && !unsubscribed_try_;
+    if (roll_try_) {
+      ctx.waiter = core_->client_id();
+      ctx.more_waiters = queue_->size() > 1;
+      leaves_roll_ = !ctx.more_waiters;
+      ctx.place_ttl = place_ttl(req_.wait);
+      queue_->set_on_roll(true);
+    }
+    req_.attempt(ctx, [self = shared_from_this()](Attempt a) { self->on_attempt(std::move(a)); });
+  }
+
+  // A waiter tries again at least every recheck interval (+20 % jitter); its place outlives two
+  // of them, so only a waiter that stopped trying (gone, crashed, cut off) loses it.
+  static milliseconds place_ttl(const WaitOptions& w) {
+    return std::chrono::duration_cast<milliseconds>(w.recheck_interval * 2.4) + milliseconds(1000);
   }
 
   void on_attempt(Attempt a) {
+    // The try that acquired left the roll (none of this Client's waiters remained behind it).
+    if (roll_try_ && leaves_roll_ && a.kind == Attempt::Kind::acquired && queue_) queue_->set_on_roll(false);
     if (state_ == State::done) {
       // Abandoned at its deadline while this try was in flight; nobody will receive the lease.
       if (a.kind == Attempt::Kind::acquired) release_unwanted(a.lease);
@@ -282,6 +323,8 @@ class AcquireOp final : public std::enable_shared_from_this<AcquireOp> {
   bool unsubscribed_try_ = false;  // the current try was made before subscribing
   bool fast_path_used_ = false;    // at most one try before subscribing
   bool pass_turn_ = false;         // acquired with room left: the next head tries at once
+  bool roll_try_ = false;          // the try in flight keeps a place on the waiters' roll
+  bool leaves_roll_ = false;       // ... and leaves the roll if it acquires
   std::optional<milliseconds> others_ttl_;  // acquired a shared hold: when others' holds expire
   std::uint64_t seen_generation_ = 0;
   std::optional<std::stop_callback<std::function<void()>>> stop_cb_;
@@ -299,7 +342,12 @@ void WaitQueue::remove(AcquireOp* op, bool acquired, std::optional<milliseconds>
     }
   }
   if (ops_.empty()) {
-    // Last waiter gone: drop the queue (and with it the subscription).
+    // Last waiter gone: give back a place on the roll that nobody here will use (a release
+    // naming this Client would wake nobody), then drop the queue (and the subscription).
+    if (on_roll_) {
+      on_roll_ = false;
+      withdraw_(core_.client_id());
+    }
     core_.forget_wait_queue(key_);
     return;
   }
@@ -353,15 +401,23 @@ void ClientCore::forget_wait_queue(const std::string& key) { wait_queues_.erase(
 
 void ClientCore::note_release(std::string_view key_view, long long notified, BootClock::duration round_trip) {
   const std::string key(key_view);
-  // Our own waiters' subscription received the notification too; it does not count.
+  // Our own waiters' subscription received the notification too; it does not count. When the
+  // release named this very Client as the next waiter, nobody elsewhere is waiting for a turn.
   if (auto it = wait_queues_.find(key); it != wait_queues_.end()) {
-    if (auto q = it->second.lock(); q && q->subscribed()) --notified;
+    if (auto q = it->second.lock(); q && q->subscribed()) {
+      if (q->named_since(BootClock::now() - round_trip)) return;
+      --notified;
+    }
   }
   if (notified <= 0) return;
   const auto hold_back = hold_back_after_release(round_trip);
   const auto now = BootClock::now();
   if (courtesy_.size() >= 1024) std::erase_if(courtesy_, [&](const auto& kv) { return kv.second <= now; });
   courtesy_[key] = now + hold_back;
+}
+
+void ClientCore::clear_courtesy(const std::string& key) {
+  if (!courtesy_.empty()) courtesy_.erase(key);
 }
 
 std::optional<BootClock::time_point> ClientCore::courtesy_until(const std::string& key) {

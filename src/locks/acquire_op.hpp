@@ -40,8 +40,20 @@ struct Attempt {
   std::optional<long long> room_left;
 };
 
+// What the wait tells one try. Only kinds that keep a waiters' roll in Redis (Mutex) read it.
+struct TryContext {
+  // The Client's id when the try is made by a subscribed waiter (the head of this process's
+  // queue, listening on the lock's channel): a busy answer puts it on the roll, so that a
+  // release names it. Empty for a one-off try and for the try made before subscribing.
+  std::string_view waiter;
+  // Other waiters of this Client queue behind this one: if it acquires, the Client keeps a place.
+  bool more_waiters = false;
+  // How long the place counts unless the waiter tries again.
+  milliseconds place_ttl{0};
+};
+
 // Runs on the loop thread; starts one try and calls `report` (on the loop thread) with it.
-using AttemptFn = std::function<void(std::function<void(Attempt)> report)>;
+using AttemptFn = std::function<void(const TryContext& ctx, std::function<void(Attempt)> report)>;
 using AcquireDone = std::function<void(Result<Lease>)>;
 
 struct AcquireRequest {
@@ -55,6 +67,12 @@ struct AcquireRequest {
   // Keys whose deletion or expiry frees the lock, watched through keyspace notifications when
   // the server publishes them. Empty: `key`.
   std::vector<std::string> watch_keys;
+  // Kinds with a waiters' roll (Mutex): a release names the next waiting Client ("released
+  // <client id>") and only that Client tries; this process's queue ignores a message that names
+  // another Client. Called on the loop thread with this Client's id when the queue's last waiter
+  // leaves while the Client may still have a place on the roll (it gave up, or acquired with
+  // others behind it who then gave up), to give the place back. Empty: every message wakes.
+  std::function<void(std::string_view waiter)> withdraw;
   // Called on the loop thread whenever the acquisition starts waiting for a release (queued
   // behind another waiter of this process, or a try found the lock busy): a blocking caller
   // stops polling for its result (SyncWait::park). May be empty.

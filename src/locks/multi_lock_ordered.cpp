@@ -189,7 +189,7 @@ std::shared_ptr<const HoldScripts> multi_hold_scripts(const std::vector<std::str
 }
 
 AttemptFn ordered_multi_attempt(std::shared_ptr<ClientCore> core, std::shared_ptr<const OrderedMultiSpec> spec) {
-  return [core, spec](std::function<void(Attempt)> report) {
+  return [core, spec](const TryContext&, std::function<void(Attempt)> report) {
     std::make_shared<OrderedTry>(core, spec, std::move(report))->next();
   };
 }

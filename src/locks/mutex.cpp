@@ -6,9 +6,14 @@
 #include "locks/acquire_op.hpp"
 #include "locks/script_attempt.hpp"
 #include "locks/thread_holds.hpp"
+#include "scripts/script_call.hpp"
 #include "util/names.hpp"
 
 namespace dlock {
+
+namespace detail::scripts {
+extern const Script mutex_withdraw;
+}  // namespace detail::scripts
 
 using namespace detail;
 
@@ -19,13 +24,14 @@ constexpr std::string_view release_marker_ttl_ms = "30000";
 
 // Every list of a Mutex's scripts is its key plus a suffix (see the layout in mutex.hpp), so a
 // Mutex keeps only its key and the lists are built when a script is sent.
-//   mutex_acquire.lua  KEYS {P{N}, P{N}:fence}
-//   mutex_renew.lua    KEYS {P{N}}
-//   mutex_release.lua  KEYS {P{N}, P{N}:rel}  ARGV {owner, P{N}:ch, marker TTL}
+//   mutex_acquire.lua   KEYS {P{N}, P{N}:fence, P{N}:waiters}
+//   mutex_renew.lua     KEYS {P{N}}
+//   mutex_release.lua   KEYS {P{N}, P{N}:rel, P{N}:waiters}  ARGV {owner, P{N}:ch, marker TTL}
+//   mutex_withdraw.lua  KEYS {P{N}, P{N}:waiters}            ARGV {waiter id, P{N}:ch}
 using Item = KeyLayout::Item;
-constexpr Item acquire_keys[] = {{""}, {":fence"}};
+constexpr Item acquire_keys[] = {{""}, {":fence"}, {":waiters"}};
 constexpr Item renew_keys[] = {{""}};
-constexpr Item release_keys[] = {{""}, {":rel"}};
+constexpr Item release_keys[] = {{""}, {":rel"}, {":waiters"}};
 constexpr Item release_extra[] = {{":ch"}, {release_marker_ttl_ms, true}};
 constexpr KeyLayout layout{acquire_keys, {}, renew_keys, {}, release_keys, release_extra, ":ch"};
 
@@ -42,6 +48,7 @@ std::shared_ptr<const ScriptAttemptSpec> make_spec(ClientCore& core, std::string
   spec->hold.renew = &scripts::mutex_renew;
   spec->hold.release = &scripts::mutex_release;
   spec->hold.layout = &layout;
+  spec->keeps_roll = true;
   spec->lease = std::move(lease);
   return spec;
 }
@@ -73,6 +80,13 @@ AcquireRequest Mutex::request(WaitOptions wait) const {
   req.what = "Mutex '" + spec_->name + "' on " + core_->address().display();
   req.wait = wait;
   req.attempt = script_attempt(core_, spec_);
+  // Best effort: a place that is not given back lapses by itself (mutex_acquire.lua).
+  req.withdraw = [core = core_, key = spec_->hold.key](std::string_view waiter) {
+    if (core->is_shut_down()) return;
+    core->eval_now(scripts::mutex_withdraw,
+                   encode_evalsha(scripts::mutex_withdraw, {key, key + ":waiters"}, {std::string(waiter), key + ":ch"}),
+                   [](Result<Reply>) {});
+  };
   return req;
 }
 

@@ -275,7 +275,7 @@ AttemptFn reentrant_attempt(std::shared_ptr<ClientCore> client, std::shared_ptr<
                             std::string owner_id, LeaseOptions options) {
   auto spec = std::make_shared<const TakeSpec>(
       TakeSpec{std::move(client), std::move(lock), std::move(owner_id), std::move(options)});
-  return [spec](std::function<void(Attempt)> report) {
+  return [spec](const TryContext&, std::function<void(Attempt)> report) {
     std::vector<std::string> keys{spec->layout->key};
     if (spec->layout->fencing()) keys.push_back(spec->layout->fence_key);
     const auto sent = BootClock::now();

@@ -217,8 +217,8 @@ AcquireRequest ReentrantMutex::request(const std::string& owner, WaitOptions wai
   req.wait = wait;
   // A take whose reply came back after its validity ended is given back (its own release: one
   // decrement, through its latch) and the try reports busy (script_attempt.hpp, refuse_late).
-  req.attempt = [take = reentrant_attempt(core_, layout_, owner, options_.lease)](std::function<void(Attempt)> report) {
-    take([report = std::move(report)](Attempt a) {
+  req.attempt = [take = reentrant_attempt(core_, layout_, owner, options_.lease)](const TryContext& ctx, std::function<void(Attempt)> report) {
+    take(ctx, [report = std::move(report)](Attempt a) {
       if (!refuse_late(a, report)) report(std::move(a));
     });
   };

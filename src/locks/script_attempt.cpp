@@ -59,11 +59,16 @@ bool refuse_late(Attempt& a, const std::function<void(Attempt)>& report) {
 }
 
 AttemptFn script_attempt(std::shared_ptr<ClientCore> core, std::shared_ptr<const ScriptAttemptSpec> spec) {
-  return [core, spec](std::function<void(Attempt)> report) {
+  return [core, spec](const TryContext& ctx, std::function<void(Attempt)> report) {
     std::string owner = spec->owner ? *spec->owner : core->new_owner_token();
     const auto sent = BootClock::now();
     std::vector<std::string> args{owner, std::to_string(spec->lease->ttl.count())};
     spec->append_acquire_extra(args);
+    if (spec->keeps_roll && !ctx.waiter.empty()) {
+      args.emplace_back(ctx.waiter);
+      args.push_back(std::to_string(ctx.place_ttl.count()));
+      args.emplace_back(ctx.more_waiters ? "1" : "0");
+    }
     const ReplicationAck ack =
         spec->lease->replication_ack ? *spec->lease->replication_ack : core->options().replication_ack;
     auto handler = [core, spec, owner = std::move(owner), sent, ack, report = std::move(report)](Result<Reply> r) {

@@ -69,6 +69,9 @@ struct ScriptAttemptSpec {
   // with the hold's release script so it does not sit out its TTL. Off for kinds where that
   // release could undo an earlier hold of the same owner (reentrant re-takes).
   bool release_on_unknown_outcome = true;
+  // The acquire script keeps a waiters' roll (Mutex: mutex_acquire.lua): a waiter's try passes
+  // ARGV {..., waiter id, place TTL ms, '1' | '0' (more waiters of this Client behind it)}.
+  bool keeps_roll = false;
 
   std::vector<std::string> acquire_key_list() const {
     return hold.layout ? KeyLayout::build(hold.key, hold.layout->acquire_keys) : keys;

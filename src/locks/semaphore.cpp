@@ -103,8 +103,8 @@ void Semaphore::start(std::size_t k, WaitOptions wait, std::function<void(Result
   AcquireRequest moved = req;  // the same try (one spec), waiting in the other queue
   moved.key = key_ + over_limit_queue;
   auto over = std::make_shared<bool>(false);
-  req.attempt = [inner = std::move(req.attempt), over](std::function<void(Attempt)> report) {
-    inner([over, report = std::move(report)](Attempt a) {
+  req.attempt = [inner = std::move(req.attempt), over](const TryContext& ctx, std::function<void(Attempt)> report) {
+    inner(ctx, [over, report = std::move(report)](Attempt a) {
       if (a.kind == Attempt::Kind::busy && !a.holder_ttl) {
         *over = true;
         a = Attempt{};

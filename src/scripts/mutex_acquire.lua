@@ -1,14 +1,34 @@
--- Take a Mutex: SET NX PX and the next fencing token, in one atomic step.
+-- Take a Mutex: SET NX PX and the next fencing token, in one atomic step. A waiter's try also
+-- keeps its Client's place on the waiters' roll, so that a release wakes one Client, not all.
 -- KEYS[1]  the lock key            P{N}
--- KEYS[2]  the fencing counter     P{N}:fence   (no TTL, never deleted)
+-- KEYS[2]  the fencing counter     P{N}:fence    (no TTL, never deleted)
+-- KEYS[3]  the waiters' roll       P{N}:waiters  zset: waiter id -> until when (server ms) its
+--          place counts; optional (without it, and with ARGV[3] empty, no place is kept)
 -- ARGV[1]  owner token
 -- ARGV[2]  lease TTL in milliseconds
+-- ARGV[3]  waiter id: the trying Client's id when it waits subscribed to P{N}:ch, or '' (a
+--          one-off try, or one made before subscribing: a release could not reach it)
+-- ARGV[4]  how long a place counts unless its waiter tries again, in milliseconds
+-- ARGV[5]  '1' when more waiters of this Client queue behind this one: acquired, the Client
+--          keeps a place (at the end of the roll); otherwise it leaves the roll
 -- Reply:   {1, token}  acquired; token is the new fencing token
 --          {0, pttl}   held by another owner; pttl is its remaining TTL (-1: no expiry)
 --          {-1, type}  the key holds a value of another type
+local waiter = KEYS[3] and ARGV[3] ~= nil and ARGV[3] ~= '' and ARGV[3]
+-- Places are scored by when they stop counting, on the server's clock, so the roll is in order
+-- of the waiters' latest tries and a dead waiter's place lapses by itself. pcall: a key of
+-- another type at KEYS[3] is not ours and is left alone (no place is kept).
+local function take_place()
+  local t = redis.call('TIME')
+  local ttl = tonumber(ARGV[4])
+  local until_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + ttl
+  if type(redis.pcall('ZADD', KEYS[3], string.format('%d', until_ms), waiter)) ~= 'number' then return end
+  if redis.call('PTTL', KEYS[3]) < ttl then redis.call('PEXPIRE', KEYS[3], ttl) end
+end
 local kind = redis.call('TYPE', KEYS[1])['ok']
 if kind ~= 'none' then
   if kind ~= 'string' then return {-1, kind} end
+  if waiter then take_place() end
   return {0, redis.call('PTTL', KEYS[1])}
 end
 -- A missing counter (restart without persistence, failover to a replica that lacked it) is
@@ -20,4 +40,7 @@ if redis.call('EXISTS', KEYS[2]) == 0 then
 end
 local token = redis.call('INCR', KEYS[2])
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+if waiter then
+  if ARGV[5] == '1' then take_place() else redis.pcall('ZREM', KEYS[3], waiter) end
+end
 return {1, token}

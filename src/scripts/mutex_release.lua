@@ -1,9 +1,13 @@
--- Release a Mutex: compare-and-delete, then notify waiters.
+-- Release a Mutex: compare-and-delete, then wake the next waiter.
 -- KEYS[1]  the lock key            P{N}
 -- KEYS[2]  the release marker      P{N}:rel
+-- KEYS[3]  the waiters' roll       P{N}:waiters  (mutex_acquire.lua); optional
 -- ARGV[1]  owner token
 -- ARGV[2]  the lock's channel      P{N}:ch
 -- ARGV[3]  how long the release marker lives, in milliseconds
+-- The message is 'released <waiter id>' when a waiter's place counts: the first one leaves the
+-- roll and only that Client tries (the others keep sleeping; one round trip per handoff instead
+-- of one per waiting Client); plain 'released' (every waiter tries) when the roll is empty.
 -- Reply:   1  released; nobody was subscribed to the channel
 --          2 + n  (n >= 1) released; the notification reached n subscribers (waiting processes,
 --             the releaser's own included): the releaser lets a waiter elsewhere go first
@@ -11,10 +15,24 @@
 --          0  not held by this owner (expired, taken over, or never held)
 -- pcall: a key of another type simply is not ours; a user whose ACL lacks channel rights
 -- still releases (waiters then notice at their recheck).
+-- The choice of the next waiter is repeated in mutex_withdraw.lua (scripts cannot share code).
 if redis.pcall('GET', KEYS[1]) == ARGV[1] then
   redis.call('DEL', KEYS[1])
   redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[3])
-  local n = redis.pcall('PUBLISH', ARGV[2], 'released')
+  local message = 'released'
+  if KEYS[3] and redis.call('EXISTS', KEYS[3]) == 1 then
+    local t = redis.call('TIME')
+    local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+    -- Lapsed places (waiters that stopped trying: gone, or crashed) are dropped first.
+    if type(redis.pcall('ZREMRANGEBYSCORE', KEYS[3], '-inf', string.format('%d', now))) == 'number' then
+      local first = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
+      if first then
+        redis.call('ZREM', KEYS[3], first)
+        message = 'released ' .. first
+      end
+    end
+  end
+  local n = redis.pcall('PUBLISH', ARGV[2], message)
   if type(n) == 'number' and n > 0 then return 2 + n end
   return 1
 end

@@ -556,19 +556,19 @@ TEST_F(MutexTest, WaiterWokenByReleaseNotification) {
   EXPECT_TRUE(result->release().ok());
 }
 
-// Fairness across processes. When a lock is released, the head waiter of every process is
-// notified at once, and the releasing process's event loop, awake already (it just handled the
-// release's reply), would win that race every time. The release tells it (mutex_release.lua:
-// 2 + subscribers notified) that a waiter elsewhere was woken, and its own tries on that lock
-// hold back for about two round trips. Without the hold-back the other Client went first in
-// 1-4 of 10 rounds here (measured by disabling ClientCore::note_release).
+// Fairness across processes. A release names the Client whose place on P{N}:waiters comes
+// first (mutex_release.lua); here the other Client's waiter took its place first. The releasing
+// Client's event loop, awake already (it just handled the release's reply), must not take the
+// lock before the named Client does: the release tells it (2 + subscribers notified) that a
+// waiter elsewhere was woken, and its own tries on that lock hold back for about two round trips.
 TEST_F(MutexTest, ReleasingProcessLetsAWaiterElsewhereGoFirst) {
   dlock::Mutex mine(*client, "courtesy");
   dlock::Client other_client(server->url());
   dlock::Mutex theirs(other_client, "courtesy");
   const dlock::WaitOptions wait{10000ms, 10000ms};
   const int won = dlock::test::rounds_the_other_client_went_first(
-      *raw, key_of("courtesy") + ":ch", [&] { return mine.acquire(wait); }, [&] { return theirs.acquire(wait); });
+      *raw, key_of("courtesy") + ":ch", [&] { return mine.acquire(wait); }, [&] { return theirs.acquire(wait); },
+      [&] { return raw->cmd_int({"ZCARD", key_of("courtesy") + ":waiters"}); });
   // A slow round on a loaded machine may still go to the releasing Client, hence not all.
   EXPECT_GE(won, 8) << "the other Client's waiter went first in only " << won << " of 10 rounds";
 }

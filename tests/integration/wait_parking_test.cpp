@@ -42,7 +42,7 @@ AcquireRequest fake_request(const detail::ClientCore& core, const std::string& n
   req.channel = req.key + ":ch";
   req.what = "test lock '" + name + "'";
   req.wait.timeout = timeout;
-  req.attempt = [kind, &n](std::function<void(Attempt)> report) {
+  req.attempt = [kind, &n](const detail::TryContext&, std::function<void(Attempt)> report) {
     n.tries.fetch_add(1);
     Attempt a;
     a.kind = kind;

@@ -24,9 +24,15 @@ namespace dlock::test {
 // two round trips. Each round: a holder and a waiter on `mine` (one Client), a waiter on
 // `theirs` (another Client); the holder releases. Returns how many of 10 rounds the other
 // Client's waiter got the lock first, or -1 after a failure (reported).
+//
+// `places`, for a kind with a waiters' roll (Mutex: P{N}:waiters), counts its places: the other
+// Client's waiter then starts first and has its place before this Client's waiter takes one, so
+// the release names the other Client and the race is between that named try and the releasing
+// Client's own (held back) tries. Without it the two waiters start together.
 inline int rounds_the_other_client_went_first(RawConnection& raw, const std::string& channel,
                                               const std::function<dlock::Result<dlock::Lease>()>& mine,
-                                              const std::function<dlock::Result<dlock::Lease>()>& theirs) {
+                                              const std::function<dlock::Result<dlock::Lease>()>& theirs,
+                                              const std::function<long long()>& places = {}) {
   constexpr int rounds = 10;
   int theirs_first = 0;
   for (int round = 0; round < rounds; ++round) {
@@ -45,8 +51,17 @@ inline int rounds_the_other_client_went_first(RawConnection& raw, const std::str
       }
       return r.ok() ? place : -1;
     };
-    auto local = std::async(std::launch::async, wait_then_release, std::cref(mine));
+    std::future<int> local;
     auto remote = std::async(std::launch::async, wait_then_release, std::cref(theirs));
+    if (places) {
+      const bool placed = eventually([&] { return places() == 1; }, std::chrono::milliseconds(3000));
+      local = std::async(std::launch::async, wait_then_release, std::cref(mine));
+      if (!placed || !eventually([&] { return places() == 2; }, std::chrono::milliseconds(3000))) {
+        ADD_FAILURE() << "round " << round << ": the waiters took " << places() << " places, not 2";
+      }
+    } else {
+      local = std::async(std::launch::async, wait_then_release, std::cref(mine));
+    }
     const bool subscribed = eventually(
         [&] {
           auto r = raw.cmd_array({"PUBSUB", "NUMSUB", channel});

@@ -1,0 +1,237 @@
+// The waiters' roll of a Mutex (P{N}:waiters, mutex_acquire.lua / mutex_release.lua /
+// mutex_withdraw.lua): a release wakes the Client whose place comes first, and only it tries;
+// the other waiting Clients sleep on. Before the roll every waiting Client tried on every release
+// (one failed script per waiting process per handoff: 12 client commands per acquisition with 8
+// processes in dlock-bench's contended scenario).
+//
+// Real redis-server; each waiting Client is a separate dlock::Client, as another process would be.
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <future>
+#include <optional>
+#include <stop_token>
+#include <string>
+#include <vector>
+
+#include "dlock/dlock.hpp"
+#include "scripts/script.hpp"
+#include "support/lock_helpers.hpp"
+#include "support/raw_connection.hpp"
+#include "support/server_fixture.hpp"
+#include "support/wait.hpp"
+
+namespace dlock::detail::scripts {
+extern const Script mutex_withdraw;
+}  // namespace dlock::detail::scripts
+
+namespace {
+
+using namespace std::chrono_literals;
+using dlock::test::eventually;
+using dlock::test::key_of;
+using dlock::test::no_wait;
+using dlock::test::script_calls;
+using std::chrono::milliseconds;
+
+class MutexRollTest : public dlock::test::ServerFixture {
+ protected:
+  long long roll_size(const std::string& name) { return raw->cmd_int({"ZCARD", key_of(name) + ":waiters"}); }
+  std::vector<std::string> roll(const std::string& name) {
+    return raw->cmd_array({"ZRANGE", key_of(name) + ":waiters", "0", "-1"});
+  }
+  // The server's clock in ms, as the scripts read it.
+  long long server_ms() {
+    auto t = raw->cmd_array({"TIME"});
+    return std::stoll(t.at(0)) * 1000 + std::stoll(t.at(1)) / 1000;
+  }
+
+  // A waiter on its own Client (as another process would be), started on its own thread.
+  struct Waiter {
+    dlock::Client client;
+    dlock::Mutex mutex;
+    std::stop_source stop;
+    std::future<dlock::Result<dlock::Lease>> result;
+    Waiter(const std::string& url, const std::string& name) : client(url), mutex(client, name) {}
+    ~Waiter() {
+      stop.request_stop();
+      if (result.valid()) result.wait();
+    }
+    void start(dlock::WaitOptions wait) {
+      result = std::async(std::launch::async, [this, wait] { return mutex.acquire(wait, stop.get_token()); });
+    }
+    bool done_within(milliseconds d) { return result.wait_for(d) == std::future_status::ready; }
+  };
+  std::unique_ptr<Waiter> waiter(const std::string& name) { return std::make_unique<Waiter>(server->url(), name); }
+};
+
+// Long rechecks: in these tests only a notification may wake a waiter in time.
+const dlock::WaitOptions patient{30000ms, 30000ms};
+
+TEST_F(MutexRollTest, AReleaseWakesOnlyTheClientWhosePlaceComesFirst) {
+  dlock::Mutex holder(*client, "roll");
+  auto held = holder.acquire(no_wait());
+  ASSERT_TRUE(held.ok()) << held.error().what();
+
+  auto first = waiter("roll");
+  first->start(patient);
+  ASSERT_TRUE(eventually([&] { return roll_size("roll") == 1; }, 3000ms)) << "the first waiter took no place";
+  auto second = waiter("roll");
+  second->start(patient);
+  ASSERT_TRUE(eventually([&] { return roll_size("roll") == 2; }, 3000ms)) << "the second waiter took no place";
+
+  const long long before = script_calls(*raw);
+  ASSERT_TRUE(held->release().ok());
+  ASSERT_TRUE(first->done_within(2000ms)) << "the first waiter was not woken";
+  auto lease = first->result.get();
+  ASSERT_TRUE(lease.ok()) << lease.error().what();
+  std::this_thread::sleep_for(200ms);
+  EXPECT_FALSE(second->done_within(0ms));
+  // The release and the first waiter's try; the second waiter did not try (before the roll it
+  // did, and failed: 3).
+  EXPECT_EQ(script_calls(*raw) - before, 2);
+  EXPECT_EQ(roll_size("roll"), 1) << "the second waiter keeps its place; the first left the roll";
+
+  ASSERT_TRUE(lease->release().ok());
+  ASSERT_TRUE(second->done_within(2000ms)) << "the second waiter was not woken";
+  auto next = second->result.get();
+  ASSERT_TRUE(next.ok()) << next.error().what();
+  EXPECT_EQ(roll_size("roll"), 0);
+  EXPECT_TRUE(next->release().ok());
+}
+
+// A Client with more waiters queued behind the one that acquired keeps a place, at the end of
+// the roll: the lock goes round the Clients instead of staying in one while it has waiters.
+TEST_F(MutexRollTest, AClientWithMoreWaitersKeepsAPlaceAtTheEnd) {
+  dlock::Mutex holder(*client, "round");
+  auto held = holder.acquire(no_wait());
+  ASSERT_TRUE(held.ok()) << held.error().what();
+
+  dlock::Client busy_client(server->url());
+  dlock::Mutex busy(busy_client, "round");
+  auto b1 = std::async(std::launch::async, [&] { return busy.acquire(patient); });
+  ASSERT_TRUE(eventually([&] { return roll_size("round") == 1; }, 3000ms));
+  std::promise<dlock::Result<dlock::Lease>> b2_done;
+  auto b2 = b2_done.get_future();
+  busy.async_acquire(patient, [&](dlock::Result<dlock::Lease> r) { b2_done.set_value(std::move(r)); });
+  // The acquisition starts on the Client's event loop in order with this ping: once it is
+  // answered, b2 is queued behind b1 in its Client (nothing sent for it).
+  ASSERT_TRUE(busy_client.ping().ok());
+  auto other = waiter("round");
+  other->start(patient);
+  ASSERT_TRUE(eventually([&] { return roll_size("round") == 2; }, 3000ms));
+
+  ASSERT_TRUE(held->release().ok());
+  ASSERT_EQ(b1.wait_for(2000ms), std::future_status::ready);
+  auto l1 = b1.get();
+  ASSERT_TRUE(l1.ok()) << l1.error().what();
+  EXPECT_EQ(roll_size("round"), 2) << "b2 is still waiting: its Client keeps a place";
+
+  ASSERT_TRUE(l1->release().ok());
+  ASSERT_TRUE(other->done_within(2000ms)) << "the other Client's place came first";
+  auto l2 = other->result.get();
+  ASSERT_TRUE(l2.ok()) << l2.error().what();
+  EXPECT_EQ(b2.wait_for(100ms), std::future_status::timeout);
+
+  ASSERT_TRUE(l2->release().ok());
+  ASSERT_EQ(b2.wait_for(2000ms), std::future_status::ready);
+  auto l3 = b2.get();
+  ASSERT_TRUE(l3.ok()) << l3.error().what();
+  EXPECT_EQ(roll_size("round"), 0);
+  EXPECT_TRUE(l3->release().ok());
+}
+
+// A waiter that gives up gives its place back, so the next release wakes a Client still waiting
+// instead of naming one that no longer listens (whose turn nobody would take until a recheck).
+TEST_F(MutexRollTest, AWaiterThatGivesUpGivesItsPlaceBack) {
+  dlock::Mutex holder(*client, "give-up");
+  auto held = holder.acquire(no_wait());
+  ASSERT_TRUE(held.ok()) << held.error().what();
+
+  auto quitter = waiter("give-up");
+  quitter->start(dlock::WaitOptions{400ms, 30000ms});
+  ASSERT_TRUE(eventually([&] { return roll_size("give-up") == 1; }, 3000ms));
+  auto stayer = waiter("give-up");
+  stayer->start(patient);
+  ASSERT_TRUE(eventually([&] { return roll_size("give-up") == 2; }, 3000ms));
+
+  ASSERT_TRUE(quitter->done_within(3000ms));
+  auto gave_up = quitter->result.get();
+  ASSERT_FALSE(gave_up.ok());
+  EXPECT_EQ(gave_up.code(), make_error_code(dlock::errc::timeout));
+  ASSERT_TRUE(eventually([&] { return roll_size("give-up") == 1; }, 3000ms)) << "the place was not given back";
+
+  ASSERT_TRUE(held->release().ok());
+  ASSERT_TRUE(stayer->done_within(2000ms)) << "the release named the waiter that had given up";
+  auto lease = stayer->result.get();
+  ASSERT_TRUE(lease.ok()) << lease.error().what();
+  EXPECT_TRUE(lease->release().ok());
+}
+
+// A place whose Client is gone without giving it back (crashed) costs at most a recheck: the
+// release names it, the other waiters sleep on until their recheck, then one takes the free lock.
+// The dead place is used up by that release, so it does not stall the next one too.
+TEST_F(MutexRollTest, ADeadClientsPlaceCostsOneRecheckOnce) {
+  dlock::Mutex holder(*client, "dead");
+  auto held = holder.acquire(no_wait());
+  ASSERT_TRUE(held.ok()) << held.error().what();
+  // The place of a Client that does not exist, counting for 1.5 s: less than the live waiter's
+  // (2.4 rechecks + 1 s), so it comes first on the roll.
+  ASSERT_EQ(raw->cmd_int({"ZADD", key_of("dead") + ":waiters", std::to_string(server_ms() + 1500), "0123456789abcdef"}), 1);
+
+  auto live = waiter("dead");
+  live->start(dlock::WaitOptions{30000ms, 300ms});
+  ASSERT_TRUE(eventually([&] { return roll_size("dead") == 2; }, 3000ms));
+  EXPECT_EQ(roll("dead").front(), "0123456789abcdef");
+
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(held->release().ok());
+  ASSERT_TRUE(live->done_within(3000ms)) << "the live waiter never took the free lock";
+  auto lease = live->result.get();
+  ASSERT_TRUE(lease.ok()) << lease.error().what();
+  EXPECT_LE(std::chrono::steady_clock::now() - t0, 1500ms);
+  for (const auto& id : roll("dead")) EXPECT_NE(id, "0123456789abcdef") << "the dead place was named and is gone";
+  EXPECT_TRUE(lease->release().ok());
+}
+
+// The withdraw script passes a free lock's turn on: a release may have named the Client just
+// before it stopped listening.
+TEST_F(MutexRollTest, WithdrawingFromAFreeLockNamesTheNextWaiter) {
+  const std::string roll_key = key_of("pass") + ":waiters";
+  const std::string until = std::to_string(server_ms() + 20000);
+  ASSERT_EQ(raw->cmd_int({"ZADD", roll_key, until, "aaaa", until, "bbbb"}), 2);
+  const std::string withdraw = dlock::detail::scripts::mutex_withdraw.source;  // as the library runs it
+  // Held: the place is given back, nobody is named.
+  ASSERT_EQ(raw->cmd({"SET", key_of("pass"), "someone"}), "OK");
+  EXPECT_EQ(raw->cmd_int({"EVAL", withdraw, "2", key_of("pass"), roll_key, "aaaa", key_of("pass") + ":ch"}), 0);
+  EXPECT_EQ(roll("pass"), std::vector<std::string>{"bbbb"});
+  // Free: the next place is used up (named).
+  ASSERT_EQ(raw->cmd_int({"ZADD", roll_key, until, "aaaa"}), 1);
+  ASSERT_EQ(raw->cmd_int({"DEL", key_of("pass")}), 1);
+  EXPECT_EQ(raw->cmd_int({"EVAL", withdraw, "2", key_of("pass"), roll_key, "aaaa", key_of("pass") + ":ch"}), 1);
+  EXPECT_EQ(roll_size("pass"), 0);
+}
+
+// A foreign value under the roll's key is never touched; the lock works as before the roll
+// (every waiter is woken).
+TEST_F(MutexRollTest, AForeignValueUnderTheRollsKeyIsLeftAlone) {
+  const std::string roll_key = key_of("foreign") + ":waiters";
+  ASSERT_EQ(raw->cmd({"SET", roll_key, "not a roll"}), "OK");
+  dlock::Mutex holder(*client, "foreign");
+  auto held = holder.acquire(no_wait());
+  ASSERT_TRUE(held.ok()) << held.error().what();
+  auto w = waiter("foreign");
+  w->start(patient);
+  ASSERT_TRUE(eventually([&] { return dlock::test::channel_subscribers(*raw, key_of("foreign") + ":ch") == 1; }, 3000ms));
+  std::this_thread::sleep_for(200ms);  // its try found the lock busy
+  ASSERT_TRUE(held->release().ok());
+  ASSERT_TRUE(w->done_within(2000ms));
+  auto lease = w->result.get();
+  ASSERT_TRUE(lease.ok()) << lease.error().what();
+  EXPECT_TRUE(lease->release().ok());
+  EXPECT_EQ(raw->cmd({"GET", roll_key}), "not a roll");
+  EXPECT_EQ(raw->cmd_int({"PTTL", roll_key}), -1);
+}
+
+}  // namespace
