@@ -113,6 +113,10 @@ class ClientCore : public std::enable_shared_from_this<ClientCore>, public Conne
   // The process-local wait queue of one lock, created on first use.
   std::shared_ptr<WaitQueue> wait_queue(const std::string& key, const AcquireRequest& req);
   void forget_wait_queue(const std::string& key);
+  // A wait queue whose last waiter left keeps its subscription for wait_queue_linger, so a
+  // process that waits on a lock again soon (a contended lock: every time it releases it) does
+  // not unsubscribe and subscribe again each time. Loop thread only.
+  void linger_wait_queue(const std::string& key, std::shared_ptr<WaitQueue> queue);
   // Fairness across processes (acquire_op.cpp): this process released `key` and the release's
   // notification reached `notified` subscribers; `round_trip` is what the release took. When some
   // of them are other processes, this process's own tries on `key` hold back for about two round
@@ -178,6 +182,14 @@ class ClientCore : public std::enable_shared_from_this<ClientCore>, public Conne
   std::unique_ptr<Notifier> notifier_;
   std::unique_ptr<RenewalScheduler> renewals_;
   std::unordered_map<std::string, std::weak_ptr<WaitQueue>> wait_queues_;
+  struct Lingering {
+    std::shared_ptr<WaitQueue> queue;
+    BootClock::time_point until;
+  };
+  std::unordered_map<std::string, Lingering> lingering_;  // see linger_wait_queue()
+  std::unique_ptr<BootTimer> linger_timer_;                // one for all of them, made on first use
+  bool linger_armed_ = false;
+  void arm_linger(BootClock::time_point at);
   std::unordered_map<std::string, BootClock::time_point> courtesy_;  // see note_release()
   std::unordered_map<std::uint64_t, std::function<void(const Error&)>> shutdown_hooks_;
   std::uint64_t next_hook_id_ = 1;

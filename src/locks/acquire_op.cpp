@@ -343,11 +343,13 @@ void WaitQueue::remove(AcquireOp* op, bool acquired, std::optional<milliseconds>
   }
   if (ops_.empty()) {
     // Last waiter gone: give back a place on the roll that nobody here will use (a release
-    // naming this Client would wake nobody), then drop the queue (and the subscription).
+    // naming this Client would wake nobody), then drop the queue (and the subscription), after
+    // a while when it is subscribed (ClientCore::linger_wait_queue).
     if (on_roll_) {
       on_roll_ = false;
       withdraw_(core_.client_id());
     }
+    if (confirmed_ && !core_.is_shut_down()) return core_.linger_wait_queue(key_, shared_from_this());
     core_.forget_wait_queue(key_);
     return;
   }
@@ -391,13 +393,54 @@ void WaitQueue::wake() {
 
 std::shared_ptr<WaitQueue> ClientCore::wait_queue(const std::string& key, const AcquireRequest& req) {
   auto& slot = wait_queues_[key];
-  if (auto q = slot.lock()) return q;
+  if (auto q = slot.lock()) {
+    if (!lingering_.empty()) lingering_.erase(key);  // waited on again: its new waiter keeps it
+    return q;
+  }
   auto q = std::make_shared<WaitQueue>(*this, key, req);
   slot = q;
   return q;
 }
 
 void ClientCore::forget_wait_queue(const std::string& key) { wait_queues_.erase(key); }
+
+namespace {
+// Long enough to span the gap between two waits of a process on a lock it contends for (one
+// hold of another process, typically milliseconds), short enough that a lock waited on once
+// leaves no subscription behind for long.
+constexpr auto wait_queue_linger = std::chrono::seconds(1);
+}  // namespace
+
+void ClientCore::linger_wait_queue(const std::string& key, std::shared_ptr<WaitQueue> queue) {
+  const auto until = BootClock::now() + wait_queue_linger;
+  lingering_[key] = Lingering{std::move(queue), until};
+  // Every entry lingers equally long, so an armed timer is due no later than this one.
+  if (!linger_armed_) arm_linger(until);
+}
+
+void ClientCore::arm_linger(BootClock::time_point at) {
+  if (!linger_timer_) linger_timer_ = std::make_unique<BootTimer>(io());
+  linger_armed_ = true;
+  linger_timer_->expires_at(at);
+  linger_timer_->async_wait([this](std::error_code ec) {
+    linger_armed_ = false;
+    if (ec) return;
+    const auto now = BootClock::now();
+    std::optional<BootClock::time_point> next;
+    std::vector<std::shared_ptr<WaitQueue>> done;  // destroyed (unsubscribing) after the loop
+    for (auto it = lingering_.begin(); it != lingering_.end();) {
+      if (it->second.until <= now) {
+        done.push_back(std::move(it->second.queue));
+        wait_queues_.erase(it->first);
+        it = lingering_.erase(it);
+      } else {
+        next = next ? std::min(*next, it->second.until) : it->second.until;
+        ++it;
+      }
+    }
+    if (next) arm_linger(*next);
+  });
+}
 
 void ClientCore::note_release(std::string_view key_view, long long notified, BootClock::duration round_trip) {
   const std::string key(key_view);
@@ -437,6 +480,8 @@ void ClientCore::fail_waiters(const Error& why) {
     if (auto q = weak.lock()) queues.push_back(std::move(q));
   }
   for (auto& q : queues) q->fail_all(why);
+  lingering_.clear();
+  if (linger_timer_) linger_timer_->cancel();
   auto hooks = std::move(shutdown_hooks_);  // a hook's wait removes itself as it ends
   shutdown_hooks_.clear();
   for (auto& [id, fn] : hooks) fn(why);
