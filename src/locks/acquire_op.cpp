@@ -46,6 +46,7 @@ class WaitQueue final : public Notifier::Listener, public std::enable_shared_fro
   // The Client may have a place on the roll: set when a try that takes one is sent, cleared when
   // a try that leaves the roll acquired.
   void set_on_roll(bool on) noexcept { on_roll_ = on; }
+  bool on_roll() const noexcept { return on_roll_; }
   // A release named this Client at or after `t` (so its releaser need not hold back).
   bool named_since(BootClock::time_point t) const noexcept { return named_at_ && *named_at_ >= t; }
   bool confirmed() const noexcept { return confirmed_; }
@@ -157,7 +158,9 @@ class AcquireOp final : public std::enable_shared_from_this<AcquireOp> {
     state_ = State::subscribing;
     queue_->subscribe_then([self = shared_from_this(), held_here, holder_ttl] {
       if (self->state_ != State::subscribing) return;
-      if (!held_here) return self->try_now();
+      // A Client off the roll (its previous head acquired with nobody queued behind it; this
+      // waiter came later) would never be named: one try, which finds the lock busy, puts it on.
+      if (!held_here || (self->queue_->keeps_roll() && !self->queue_->on_roll())) return self->try_now();
       self->seen_generation_ = self->queue_->generation();
       self->sleep(BootClock::now(), holder_ttl);
     });

@@ -20,16 +20,21 @@ if redis.pcall('GET', KEYS[1]) == ARGV[1] then
   redis.call('DEL', KEYS[1])
   redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[3])
   local message = 'released'
-  if KEYS[3] and redis.call('EXISTS', KEYS[3]) == 1 then
-    local t = redis.call('TIME')
-    local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-    -- Lapsed places (waiters that stopped trying: gone, or crashed) are dropped first.
-    if type(redis.pcall('ZREMRANGEBYSCORE', KEYS[3], '-inf', string.format('%d', now))) == 'number' then
-      local first = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
-      if first then
-        redis.call('ZREM', KEYS[3], first)
-        message = 'released ' .. first
+  if KEYS[3] then
+    -- The first place that still counts is used up; lapsed ones (waiters that stopped trying:
+    -- gone, or crashed) go with it. One call when nobody waits (the key does not exist).
+    local now
+    local place = redis.pcall('ZPOPMIN', KEYS[3])
+    while type(place) == 'table' and place[2] do
+      if not now then
+        local t = redis.call('TIME')
+        now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
       end
+      if tonumber(place[2]) > now then
+        message = 'released ' .. place[1]
+        break
+      end
+      place = redis.call('ZPOPMIN', KEYS[3])
     end
   end
   local n = redis.pcall('PUBLISH', ARGV[2], message)

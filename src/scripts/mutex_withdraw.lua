@@ -7,12 +7,15 @@
 -- ARGV[2]  the lock's channel      P{N}:ch
 -- Reply:   1  the lock was free and another waiter was named; 0 otherwise
 if type(redis.pcall('ZREM', KEYS[2], ARGV[1])) ~= 'number' then return 0 end
-if redis.call('EXISTS', KEYS[1]) == 1 or redis.call('EXISTS', KEYS[2]) == 0 then return 0 end
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', string.format('%d', now))
-local first = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
-if not first then return 0 end
-redis.call('ZREM', KEYS[2], first)
-redis.pcall('PUBLISH', ARGV[2], 'released ' .. first)
-return 1
+local place = redis.call('ZPOPMIN', KEYS[2])
+while place[2] do
+  if tonumber(place[2]) > now then
+    redis.pcall('PUBLISH', ARGV[2], 'released ' .. place[1])
+    return 1
+  end
+  place = redis.call('ZPOPMIN', KEYS[2])
+end
+return 0

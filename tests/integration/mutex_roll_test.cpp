@@ -8,15 +8,19 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <future>
 #include <optional>
 #include <stop_token>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "dlock/dlock.hpp"
 #include "scripts/script.hpp"
+#include "support/fault_proxy.hpp"
 #include "support/lock_helpers.hpp"
 #include "support/raw_connection.hpp"
 #include "support/server_fixture.hpp"
@@ -140,6 +144,42 @@ TEST_F(MutexRollTest, AClientWithMoreWaitersKeepsAPlaceAtTheEnd) {
   ASSERT_TRUE(l3.ok()) << l3.error().what();
   EXPECT_EQ(roll_size("round"), 0);
   EXPECT_TRUE(l3->release().ok());
+}
+
+// A Client whose named waiter acquired with nobody queued behind it (when its try was sent)
+// leaves the roll; a waiter that queued behind it while the try was in flight must put the
+// Client back on, or no release would ever name it (found in dlock-bench: the other process took
+// every turn until this one's recheck). The slow link (300 ms each way) makes that window wide.
+TEST_F(MutexRollTest, AWaiterQueuedBehindAnAcquiringTryPutsItsClientBackOnTheRoll) {
+  dlock::test::FaultProxy proxy("127.0.0.1", server->port());
+  dlock::Client slow_client(proxy.url());
+  dlock::Mutex slow(slow_client, "behind");
+  dlock::Mutex holder(*client, "behind");
+  auto held = holder.acquire(no_wait());
+  ASSERT_TRUE(held.ok()) << held.error().what();
+
+  std::promise<dlock::Result<dlock::Lease>> first_done, second_done;
+  slow.async_acquire(patient, [&](dlock::Result<dlock::Lease> r) { first_done.set_value(std::move(r)); });
+  ASSERT_TRUE(eventually([&] { return roll_size("behind") == 1; }, 3000ms));
+
+  proxy.delay(300ms);
+  ASSERT_TRUE(held->release().ok());  // names the slow Client; its try (alone) is sent ~300 ms later
+  std::this_thread::sleep_for(550ms);  // the try is in flight (its answer is due at ~900 ms)
+  slow.async_acquire(patient, [&](dlock::Result<dlock::Lease> r) { second_done.set_value(std::move(r)); });
+  auto first = first_done.get_future();
+  ASSERT_EQ(first.wait_for(3000ms), std::future_status::ready);
+  auto lease = first.get();
+  ASSERT_TRUE(lease.ok()) << lease.error().what();
+  EXPECT_TRUE(eventually([&] { return roll_size("behind") == 1; }, 3000ms))
+      << "the second waiter waits without a place: no release would name its Client";
+
+  proxy.pass();
+  auto second = second_done.get_future();
+  ASSERT_TRUE(lease->release().ok());
+  ASSERT_EQ(second.wait_for(3000ms), std::future_status::ready);
+  auto next = second.get();
+  ASSERT_TRUE(next.ok()) << next.error().what();
+  EXPECT_TRUE(next->release().ok());
 }
 
 // A waiter that gives up gives its place back, so the next release wakes a Client still waiting
