@@ -120,8 +120,11 @@ class ClientCore : public std::enable_shared_from_this<ClientCore>, public Conne
   // Fairness across processes (acquire_op.cpp): this process released `key` and the release's
   // notification reached `notified` subscribers; `round_trip` is what the release took. When some
   // of them are other processes, this process's own tries on `key` hold back for about two round
-  // trips, so that a waiter elsewhere can take the lock first. Loop thread only.
-  void note_release(std::string_view key, long long notified, BootClock::duration round_trip);
+  // trips, so that a waiter elsewhere can take the lock first. `others_only`: `notified` counts
+  // only other Clients' waiters (a kind with a waiters' roll), not this Client's subscription.
+  // Loop thread only.
+  void note_release(std::string_view key, long long notified, BootClock::duration round_trip,
+                    bool others_only = false);
   // Until when this process's tries on `key` hold back (nullopt: they need not). Loop thread only.
   std::optional<BootClock::time_point> courtesy_until(const std::string& key);
   // A release named this Client's waiter as the next one: no holding back for it.

@@ -7,9 +7,9 @@
 //   P{N}:rel      string: the last releaser's owner token, for 30 s (makes release idempotent)
 //   P{N}:waiters  zset: the places of waiting Clients (Client id -> until when the place counts,
 //                 server ms); expires with its newest place
-//   P{N}:ch       pub/sub channel: "released <Client id>" after a release that found a place on
-//                 P{N}:waiters (that Client's turn), "released" when none, "revoked" after a
-//                 forced unlock
+//   P{N}:ch       pub/sub channel: "released" after a release that found no place on
+//                 P{N}:waiters, "revoked" after a forced unlock
+//   P{N}:ch:<id>  pub/sub channel of one waiting Client: "released <id>", its turn
 // Any client that takes the lock with SET P{N} <token> NX PX and releases with a
 // compare-and-delete excludes dlock, and dlock excludes it (its release publishes nothing, so
 // dlock's waiters notice it within WaitOptions::recheck_interval).
@@ -21,12 +21,13 @@
 //
 // Waiting: the waiters of one process queue in order and only the first of them tries. A try
 // that finds the lock busy puts its Client on P{N}:waiters (or moves it to the end); a release
-// names the first Client there and only that Client tries, so a handoff costs one try, not one
-// per waiting process. A place lapses when its Client stops trying for about two recheck
-// intervals; a release that names a Client that died meanwhile leaves the others asleep until
-// their next recheck (WaitOptions::recheck_interval, 500 ms by default). A message that names
-// nobody ("released" from other tools, "revoked", an expiry seen through keyspace
-// notifications) still wakes every waiting process.
+// tells the first Client there, on that Client's own channel, and only that Client wakes and
+// tries: a handoff costs one try, not one per waiting process. A place whose Client no longer
+// listens (its process died) is passed over; a place lapses when its Client stops trying for
+// about two recheck intervals; a Client that listens but does not act (hung) costs the others
+// one recheck interval (WaitOptions::recheck_interval, 500 ms by default), once. A message on
+// P{N}:ch ("released" when nobody had a place, or from other tools, "revoked", an expiry seen
+// through keyspace notifications) still wakes every waiting process.
 //
 // Not guaranteed: fairness. The roll is in the order of the waiters' latest tries, and a waiter
 // rechecks (moving to the end) every recheck interval; a try that is not a waiter's (a first

@@ -22,6 +22,9 @@ class WaitQueue final : public Notifier::Listener, public std::enable_shared_fro
   WaitQueue(ClientCore& core, std::string key, const AcquireRequest& req)
       : core_(core), key_(std::move(key)), channels_{req.channel}, withdraw_(req.withdraw) {
     channels_.insert(channels_.end(), req.extra_channels.begin(), req.extra_channels.end());
+    // A kind with a waiters' roll names this Client's waiter on a channel of its own, so a
+    // release wakes no other process (mutex_release.lua).
+    if (withdraw_) channels_.push_back(req.channel + ":" + core_.client_id());
     const auto& watched = req.watch_keys.empty() ? std::vector<std::string>{req.key} : req.watch_keys;
     for (const auto& k : watched) {
       keyspace_channels_.push_back("__keyspace@" + std::to_string(core_.address().db) + "__:" + k);
@@ -47,8 +50,6 @@ class WaitQueue final : public Notifier::Listener, public std::enable_shared_fro
   // a try that leaves the roll acquired.
   void set_on_roll(bool on) noexcept { on_roll_ = on; }
   bool on_roll() const noexcept { return on_roll_; }
-  // A release named this Client at or after `t` (so its releaser need not hold back).
-  bool named_since(BootClock::time_point t) const noexcept { return named_at_ && *named_at_ >= t; }
   bool confirmed() const noexcept { return confirmed_; }
   // Whether this process listens on the lock's channel (its release notifications count it).
   bool subscribed() const noexcept { return subscribed_; }
@@ -60,14 +61,14 @@ class WaitQueue final : public Notifier::Listener, public std::enable_shared_fro
   void fail_all(const Error& why);
 
   // Any message on the lock's own channel means it may be free ("released", "revoked", or a
-  // compatible client's own message, e.g. Redisson's "0"), except, for a lock with a waiters'
-  // roll, a release that names another Client: that Client's turn (see mutex_release.lua).
+  // compatible client's own message, e.g. Redisson's "0"). For a lock with a waiters' roll,
+  // 'released <id>' on this Client's own channel names it (mutex_release.lua); one naming
+  // another Client is not this Client's turn.
   void on_notification(std::string_view message) override {
     constexpr std::string_view named = "released ";
     if (keeps_roll() && message.starts_with(named)) {
       if (message.substr(named.size()) != core_.client_id()) return;
       // This Client is next: it tries at once, even if it released the lock itself a moment ago.
-      named_at_ = BootClock::now();
       core_.clear_courtesy(key_);
     }
     wake();
@@ -97,7 +98,6 @@ class WaitQueue final : public Notifier::Listener, public std::enable_shared_fro
   std::deque<std::shared_ptr<AcquireOp>> ops_;
   std::function<void(std::string_view)> withdraw_;
   bool on_roll_ = false;
-  std::optional<BootClock::time_point> named_at_;
   bool subscribed_ = false;
   bool confirmed_ = false;
   std::vector<std::function<void()>> on_confirmed_;
@@ -445,14 +445,13 @@ void ClientCore::arm_linger(BootClock::time_point at) {
   });
 }
 
-void ClientCore::note_release(std::string_view key_view, long long notified, BootClock::duration round_trip) {
+void ClientCore::note_release(std::string_view key_view, long long notified, BootClock::duration round_trip,
+                              bool others_only) {
   const std::string key(key_view);
-  // Our own waiters' subscription received the notification too; it does not count. When the
-  // release named this very Client as the next waiter, nobody elsewhere is waiting for a turn.
-  if (auto it = wait_queues_.find(key); it != wait_queues_.end()) {
-    if (auto q = it->second.lock(); q && q->subscribed()) {
-      if (q->named_since(BootClock::now() - round_trip)) return;
-      --notified;
+  // Our own waiters' subscription received the notification too; it does not count.
+  if (!others_only) {
+    if (auto it = wait_queues_.find(key); it != wait_queues_.end()) {
+      if (auto q = it->second.lock(); q && q->subscribed()) --notified;
     }
   }
   if (notified <= 0) return;

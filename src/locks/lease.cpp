@@ -190,7 +190,8 @@ Result<void> Lease::release() noexcept {
                                    [held = rec.get(), sent](const Result<Reply>& reply) {
                                      if (reply.ok() && reply->is_integer() && reply->integer() >= 3) {
                                        held->core->note_release(held->scripts.first_release_key(),
-                                                                reply->integer() - 2, BootClock::now() - sent);
+                                                                reply->integer() - 2, BootClock::now() - sent,
+                                                                held->scripts.layout && held->scripts.layout->names_waiters);
                                      }
                                    });
     if (!r.ok()) {

@@ -26,14 +26,14 @@ constexpr std::string_view release_marker_ttl_ms = "30000";
 // Mutex keeps only its key and the lists are built when a script is sent.
 //   mutex_acquire.lua   KEYS {P{N}, P{N}:fence, P{N}:waiters}
 //   mutex_renew.lua     KEYS {P{N}}
-//   mutex_release.lua   KEYS {P{N}, P{N}:rel, P{N}:waiters}  ARGV {owner, P{N}:ch, marker TTL}
+//   mutex_release.lua   KEYS {P{N}, P{N}:rel, P{N}:waiters}  ARGV {owner, P{N}:ch, marker TTL, client id}
 //   mutex_withdraw.lua  KEYS {P{N}, P{N}:waiters}            ARGV {waiter id, P{N}:ch}
 using Item = KeyLayout::Item;
 constexpr Item acquire_keys[] = {{""}, {":fence"}, {":waiters"}};
 constexpr Item renew_keys[] = {{""}};
 constexpr Item release_keys[] = {{""}, {":rel"}, {":waiters"}};
 constexpr Item release_extra[] = {{":ch"}, {release_marker_ttl_ms, true}};
-constexpr KeyLayout layout{acquire_keys, {}, renew_keys, {}, release_keys, release_extra, ":ch"};
+constexpr KeyLayout layout{acquire_keys, {}, renew_keys, {}, release_keys, release_extra, ":ch", true};
 
 std::shared_ptr<const ScriptAttemptSpec> make_spec(ClientCore& core, std::string name, LeaseOptions lease) {
   if (auto ok = validate_lock_name(name); !ok) throw_error(ok.code(), ok.error().what());

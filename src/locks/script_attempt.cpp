@@ -84,6 +84,7 @@ AttemptFn script_attempt(std::shared_ptr<ClientCore> core, std::shared_ptr<const
                          // Sent again once the connection is back (idempotent_call.hpp).
                          std::vector<std::string> cleanup{owner};
                          spec->hold.append_release_extra(cleanup);
+                         if (spec->hold.layout && spec->hold.layout->names_waiters) cleanup.push_back(core->client_id());
                          send_idempotent(core, [core, spec, payload = encode_evalsha(*spec->hold.release,
                                                                                      spec->hold.release_key_list(),
                                                                                      cleanup)](ReplyHandler done) {

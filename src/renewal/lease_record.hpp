@@ -49,6 +49,9 @@ struct KeyLayout {
   std::span<const Item> renew_keys, renew_extra;
   std::span<const Item> release_keys, release_extra;
   std::string_view channel_suffix;  // empty: no channel
+  // The kind keeps a waiters' roll (Mutex): its release script gets the releasing Client's id
+  // after release_extra, and its reply counts only waiters of other Clients (see note_release).
+  bool names_waiters = false;
 
   static std::vector<std::string> build(std::string_view key, std::span<const Item> items) {
     std::vector<std::string> out;
@@ -190,11 +193,7 @@ class LeaseRecord final : public Notifier::Listener, public std::enable_shared_f
     scripts.append_renew_extra(args);
     return args;
   }
-  std::vector<std::string> release_args() const {
-    std::vector<std::string> args{owner};
-    scripts.append_release_extra(args);
-    return args;
-  }
+  std::vector<std::string> release_args() const;  // renewal_scheduler.cpp
 
   // --- any thread ---
   State state() const noexcept { return state_.load(); }

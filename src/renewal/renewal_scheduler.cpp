@@ -15,6 +15,13 @@ void RenewalScheduler::add(const std::shared_ptr<LeaseRecord>& rec) {
   }
 }
 
+std::vector<std::string> LeaseRecord::release_args() const {
+  std::vector<std::string> args{owner};
+  scripts.append_release_extra(args);
+  if (scripts.layout && scripts.layout->names_waiters) args.push_back(core->client_id());
+  return args;
+}
+
 void LeaseRecord::on_notification(std::string_view payload) {
   if (payload == "revoked" && listening) {
     if (auto self = weak_from_this().lock()) core->renewals().revoked(self);

@@ -23,7 +23,9 @@ local function take_place()
   local ttl = tonumber(ARGV[4])
   local until_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + ttl
   if type(redis.pcall('ZADD', KEYS[3], string.format('%d', until_ms), waiter)) ~= 'number' then return end
-  if redis.call('PTTL', KEYS[3]) < ttl then redis.call('PEXPIRE', KEYS[3], ttl) end
+  -- The roll lives as long as its longest place: extended, never shortened (GT); a roll just
+  -- made has no TTL yet, which GT leaves alone and NX sets (Redis 7.0).
+  if redis.call('PEXPIRE', KEYS[3], ttl, 'GT') == 0 then redis.call('PEXPIRE', KEYS[3], ttl, 'NX') end
 end
 local kind = redis.call('TYPE', KEYS[1])['ok']
 if kind ~= 'none' then

@@ -5,12 +5,16 @@
 -- ARGV[1]  owner token
 -- ARGV[2]  the lock's channel      P{N}:ch
 -- ARGV[3]  how long the release marker lives, in milliseconds
--- The message is 'released <waiter id>' when a waiter's place counts: the first one leaves the
--- roll and only that Client tries (the others keep sleeping; one round trip per handoff instead
--- of one per waiting Client); plain 'released' (every waiter tries) when the roll is empty.
--- Reply:   1  released; nobody was subscribed to the channel
---          2 + n  (n >= 1) released; the notification reached n subscribers (waiting processes,
---             the releaser's own included): the releaser lets a waiter elsewhere go first
+-- ARGV[4]  the releasing Client's id; optional
+-- The first place on the roll that still counts is used up and its Client alone is told,
+-- 'released <id>' on its own channel P{N}:ch:<id>; only that Client tries, the other waiting
+-- processes are not even woken. A Client that no longer listens there (gone, crashed) is passed
+-- over at once. When no place is left, 'released' on P{N}:ch wakes every waiter.
+-- Reply:   1  released; no waiter of another Client was woken (nobody waited, or the next
+--             place was the releaser's own)
+--          3  released; a waiter of another Client was named: the releaser lets it go first
+--          2 + n  (n >= 1) released without a roll (no KEYS[3]); 'released' reached n
+--             subscribers (waiting processes, the releaser's own included)
 --          2  already released by this same owner (a retried release whose first reply was lost)
 --          0  not held by this owner (expired, taken over, or never held)
 -- pcall: a key of another type simply is not ours; a user whose ACL lacks channel rights
@@ -19,10 +23,9 @@
 if redis.pcall('GET', KEYS[1]) == ARGV[1] then
   redis.call('DEL', KEYS[1])
   redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[3])
-  local message = 'released'
   if KEYS[3] then
-    -- The first place that still counts is used up; lapsed ones (waiters that stopped trying:
-    -- gone, or crashed) go with it. One call when nobody waits (the key does not exist).
+    -- Lapsed places (waiters that stopped trying) go as they come up. One call when nobody
+    -- waits (the key does not exist).
     local now
     local place = redis.pcall('ZPOPMIN', KEYS[3])
     while type(place) == 'table' and place[2] do
@@ -31,13 +34,19 @@ if redis.pcall('GET', KEYS[1]) == ARGV[1] then
         now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
       end
       if tonumber(place[2]) > now then
-        message = 'released ' .. place[1]
-        break
+        local heard = redis.pcall('PUBLISH', ARGV[2] .. ':' .. place[1], 'released ' .. place[1])
+        if type(heard) ~= 'number' then break end  -- no channel rights: everyone rechecks
+        if heard > 0 then
+          if place[1] == ARGV[4] then return 1 end
+          return 3
+        end
       end
       place = redis.call('ZPOPMIN', KEYS[3])
     end
+    redis.pcall('PUBLISH', ARGV[2], 'released')
+    return 1
   end
-  local n = redis.pcall('PUBLISH', ARGV[2], message)
+  local n = redis.pcall('PUBLISH', ARGV[2], 'released')
   if type(n) == 'number' and n > 0 then return 2 + n end
   return 1
 end

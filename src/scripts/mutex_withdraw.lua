@@ -1,6 +1,6 @@
 -- A Client's last waiter for a Mutex gave up (timeout, cancellation, shutdown): give its place
 -- on the waiters' roll back. When the lock is free, a release may have named this Client after
--- it stopped listening, so the turn passes to the next waiter (mutex_release.lua).
+-- it stopped listening, so the turn passes to the next waiter (as in mutex_release.lua).
 -- KEYS[1]  the lock key            P{N}
 -- KEYS[2]  the waiters' roll       P{N}:waiters
 -- ARGV[1]  waiter id (the Client's id)
@@ -13,8 +13,9 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local place = redis.call('ZPOPMIN', KEYS[2])
 while place[2] do
   if tonumber(place[2]) > now then
-    redis.pcall('PUBLISH', ARGV[2], 'released ' .. place[1])
-    return 1
+    local heard = redis.pcall('PUBLISH', ARGV[2] .. ':' .. place[1], 'released ' .. place[1])
+    if type(heard) ~= 'number' then return 0 end
+    if heard > 0 then return 1 end
   end
   place = redis.call('ZPOPMIN', KEYS[2])
 end

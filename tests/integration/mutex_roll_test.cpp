@@ -84,6 +84,10 @@ TEST_F(MutexRollTest, AReleaseWakesOnlyTheClientWhosePlaceComesFirst) {
   auto second = waiter("roll");
   second->start(patient);
   ASSERT_TRUE(eventually([&] { return roll_size("roll") == 2; }, 3000ms)) << "the second waiter took no place";
+  // The roll expires with its places (2.4 rechecks + 1 s): it cannot outlive its waiters.
+  const long long pttl = raw->cmd_int({"PTTL", key_of("roll") + ":waiters"});
+  EXPECT_GT(pttl, 60000);
+  EXPECT_LE(pttl, 73000);
 
   const long long before = script_calls(*raw);
   ASSERT_TRUE(held->release().ok());
@@ -209,21 +213,44 @@ TEST_F(MutexRollTest, AWaiterThatGivesUpGivesItsPlaceBack) {
   EXPECT_TRUE(lease->release().ok());
 }
 
-// A place whose Client is gone without giving it back (crashed) costs at most a recheck: the
-// release names it, the other waiters sleep on until their recheck, then one takes the free lock.
-// The dead place is used up by that release, so it does not stall the next one too.
-TEST_F(MutexRollTest, ADeadClientsPlaceCostsOneRecheckOnce) {
-  dlock::Mutex holder(*client, "dead");
+// A place whose Client no longer listens on its channel (the process died, its connections
+// closed) is passed over by the release at once: nobody heard the PUBLISH.
+TEST_F(MutexRollTest, APlaceWhoseClientNoLongerListensIsPassedOver) {
+  dlock::Mutex holder(*client, "gone");
   auto held = holder.acquire(no_wait());
   ASSERT_TRUE(held.ok()) << held.error().what();
-  // The place of a Client that does not exist, counting for 1.5 s: less than the live waiter's
-  // (2.4 rechecks + 1 s), so it comes first on the roll.
-  ASSERT_EQ(raw->cmd_int({"ZADD", key_of("dead") + ":waiters", std::to_string(server_ms() + 1500), "0123456789abcdef"}), 1);
+  // The place of a Client that does not exist, first on the roll (it lapses before the live
+  // waiter's: 2.4 rechecks + 1 s).
+  ASSERT_EQ(raw->cmd_int({"ZADD", key_of("gone") + ":waiters", std::to_string(server_ms() + 20000), "0123456789abcdef"}), 1);
+  auto live = waiter("gone");
+  live->start(dlock::WaitOptions{30000ms, 30000ms});
+  ASSERT_TRUE(eventually([&] { return roll_size("gone") == 2; }, 3000ms));
+  ASSERT_EQ(roll("gone").front(), "0123456789abcdef");
 
-  auto live = waiter("dead");
+  ASSERT_TRUE(held->release().ok());
+  ASSERT_TRUE(live->done_within(2000ms)) << "the release named the gone Client and stopped there";
+  auto lease = live->result.get();
+  ASSERT_TRUE(lease.ok()) << lease.error().what();
+  EXPECT_EQ(roll_size("gone"), 0);
+  EXPECT_TRUE(lease->release().ok());
+}
+
+// A Client that still listens but does not act on its turn (hung) costs the others one recheck,
+// once: the release used its place up.
+TEST_F(MutexRollTest, AHungClientsPlaceCostsOneRecheckOnce) {
+  dlock::Mutex holder(*client, "hung");
+  auto held = holder.acquire(no_wait());
+  ASSERT_TRUE(held.ok()) << held.error().what();
+  // Listens on its channel and never does anything else.
+  dlock::test::RawConnection hung(*server);
+  ASSERT_FALSE(hung.cmd_array({"SUBSCRIBE", key_of("hung") + ":ch:0123456789abcdef"}).empty());
+  // Its place lapses before the live waiter's (2.4 × 300 ms + 1 s), so it comes first.
+  ASSERT_EQ(raw->cmd_int({"ZADD", key_of("hung") + ":waiters", std::to_string(server_ms() + 1500), "0123456789abcdef"}), 1);
+
+  auto live = waiter("hung");
   live->start(dlock::WaitOptions{30000ms, 300ms});
-  ASSERT_TRUE(eventually([&] { return roll_size("dead") == 2; }, 3000ms));
-  EXPECT_EQ(roll("dead").front(), "0123456789abcdef");
+  ASSERT_TRUE(eventually([&] { return roll_size("hung") == 2; }, 3000ms));
+  EXPECT_EQ(roll("hung").front(), "0123456789abcdef");
 
   const auto t0 = std::chrono::steady_clock::now();
   ASSERT_TRUE(held->release().ok());
@@ -231,7 +258,7 @@ TEST_F(MutexRollTest, ADeadClientsPlaceCostsOneRecheckOnce) {
   auto lease = live->result.get();
   ASSERT_TRUE(lease.ok()) << lease.error().what();
   EXPECT_LE(std::chrono::steady_clock::now() - t0, 1500ms);
-  for (const auto& id : roll("dead")) EXPECT_NE(id, "0123456789abcdef") << "the dead place was named and is gone";
+  for (const auto& id : roll("hung")) EXPECT_NE(id, "0123456789abcdef") << "the hung place was named and is gone";
   EXPECT_TRUE(lease->release().ok());
 }
 
@@ -246,7 +273,9 @@ TEST_F(MutexRollTest, WithdrawingFromAFreeLockNamesTheNextWaiter) {
   ASSERT_EQ(raw->cmd({"SET", key_of("pass"), "someone"}), "OK");
   EXPECT_EQ(raw->cmd_int({"EVAL", withdraw, "2", key_of("pass"), roll_key, "aaaa", key_of("pass") + ":ch"}), 0);
   EXPECT_EQ(roll("pass"), std::vector<std::string>{"bbbb"});
-  // Free: the next place is used up (named).
+  // Free: the next place is used up (named), on its Client's channel.
+  dlock::test::RawConnection listener(*server);
+  ASSERT_FALSE(listener.cmd_array({"SUBSCRIBE", key_of("pass") + ":ch:bbbb"}).empty());
   ASSERT_EQ(raw->cmd_int({"ZADD", roll_key, until, "aaaa"}), 1);
   ASSERT_EQ(raw->cmd_int({"DEL", key_of("pass")}), 1);
   EXPECT_EQ(raw->cmd_int({"EVAL", withdraw, "2", key_of("pass"), roll_key, "aaaa", key_of("pass") + ":ch"}), 1);
