@@ -138,9 +138,16 @@ std::vector<Check> check_acl(dlock::Client& c, const std::string& prefix, bool c
       {std::string(cluster ? "SSUBSCRIBE" : "SUBSCRIBE") + " to release notifications",
        {cluster ? "SSUBSCRIBE" : "SUBSCRIBE", channel}},
   };
+  // Without these a Mutex still works; its releases wake every waiting process (README, ACL).
+  const std::vector<std::pair<std::string, std::vector<std::string>>> roll_probes = {
+      {"the waiters' roll (ZADD)", {"ZADD", key + ":waiters", "1", "doctor"}},
+      {"the waiters' roll (ZPOPMIN)", {"ZPOPMIN", key + ":waiters"}},
+  };
   std::vector<Check> out;
-  std::string denied;
-  for (const auto& [what, cmd] : probes) {
+  std::string denied, roll_denied;
+  for (std::size_t i = 0; i < probes.size() + roll_probes.size(); ++i) {
+    const bool roll = i >= probes.size();
+    const auto& [what, cmd] = roll ? roll_probes[i - probes.size()] : probes[i];
     std::vector<std::string> dry = {"ACL", "DRYRUN", user};
     dry.insert(dry.end(), cmd.begin(), cmd.end());
     auto r = c.command(dry);
@@ -149,16 +156,24 @@ std::vector<Check> check_acl(dlock::Client& c, const std::string& prefix, bool c
                                                  r.error().what(), ""});
       return out;
     }
-    if (!(r->is_status() && r->str() == "OK")) denied += (denied.empty() ? "" : "; ") + what + ": " + r->str();
+    if (r->is_status() && r->str() == "OK") continue;
+    std::string& into = roll ? roll_denied : denied;
+    into += (into.empty() ? "" : "; ") + what + ": " + r->str();
   }
-  if (denied.empty()) {
+  const std::string fix = "ACL SETUSER " + user + " ~" + prefix + "* &" + prefix +
+                          "* +get +set +del +pexpire +pttl +type +exists +incr +time +zadd +zpopmin +zrem +eval "
+                          "+evalsha +publish +subscribe +unsubscribe +scan +pubsub +ping +client|setname" +
+                          (cluster ? " +spublish +ssubscribe +sunsubscribe +cluster|slots" : "");
+  if (denied.empty() && !roll_denied.empty()) {
+    out.push_back({"acl", Status::warn,
+                   "user '" + user + "' is refused " + roll_denied +
+                       ": locks work, but a Mutex release wakes every waiting process instead of one",
+                   fix});
+  } else if (denied.empty()) {
     out.push_back({"acl", Status::ok, "user '" + user + "' may use keys and channels under '" + prefix + "'", ""});
   } else {
-    out.push_back({"acl", Status::fail, "user '" + user + "' is refused: " + denied,
-                   "ACL SETUSER " + user + " ~" + prefix + "* &" + prefix +
-                       "* +get +set +del +pexpire +pttl +type +exists +incr +time +eval +evalsha +publish "
-                       "+subscribe +unsubscribe +scan +pubsub +ping +client|setname" +
-                       (cluster ? " +spublish +ssubscribe +sunsubscribe +cluster|slots" : "")});
+    out.push_back({"acl", Status::fail,
+                   "user '" + user + "' is refused: " + denied + (roll_denied.empty() ? "" : "; " + roll_denied), fix});
   }
   return out;
 }

@@ -871,6 +871,20 @@ TEST_F(CliTest, DoctorChecksTheServer) {
   EXPECT_EQ(narrow.exit_code, 78) << describe(narrow);
   EXPECT_FALSE(parse_json(narrow.out, "doctor narrow")["ok"].boolean);
 
+  // A user whose ACL predates the waiters' roll: a warning (locks work; waiters are woken all at
+  // once), not a failure, and the fix names the missing commands.
+  raw->cmd({"ACL", "SETUSER", "noroll", "on", ">pw", "~*", "&*", "+@all", "-zadd", "-zpopmin"});
+  auto noroll = dlock({"--redis", "redis://noroll:pw@" + server->host() + ":" + std::to_string(server->port()),
+                       "--json", "doctor"},
+                      {}, /*with_url=*/false);
+  EXPECT_EQ(noroll.exit_code, 0) << describe(noroll);
+  bool roll_warned = false;
+  const JsonValue noroll_doc = parse_json(noroll.out, "doctor noroll");
+  for (const auto& c : noroll_doc["checks"].items) {
+    if (c["check"].str() == "acl") roll_warned = c["status"].str() == "warn" && c["fix"].str().find("+zpopmin") != std::string::npos;
+  }
+  EXPECT_TRUE(roll_warned) << noroll.out;
+
   // A user that may not run CONFIG, INFO or ACL: those checks cannot be made, which is no failure.
   raw->cmd({"ACL", "SETUSER", "plain", "on", ">pw", "~*", "&*", "+@all", "-config", "-info", "-acl"});
   auto plain = dlock({"--redis", "redis://plain:pw@" + server->host() + ":" + std::to_string(server->port()),

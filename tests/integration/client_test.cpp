@@ -434,6 +434,53 @@ TEST_F(ClientAcl, UserWithChannelRightsAcquiresReleasesAndWakesWaiter) {
   EXPECT_EQ(admin_->cmd({"EXISTS", "dlock:{acl-chan}"}), "0");
 }
 
+// The README's minimal ACL (and the user it had before the waiters' roll, without the sorted-set
+// commands): a Mutex waiter is woken by the release either way; with the roll's commands it
+// takes a place on P{N}:waiters, without them the scripts' pcalls skip the roll and the release
+// wakes every waiter on P{N}:ch, as before the roll.
+void minimal_acl_waiter_is_woken(RawConnection& admin, const std::string& url, const std::string& name, bool roll) {
+  Client holder(url);
+  Client waiter_client(url);
+  dlock::Mutex mh(holder, name);
+  dlock::Mutex mw(waiter_client, name);
+  auto lease = acquire_within(mh, dlock::WaitOptions{0ms, 500ms});
+  ASSERT_TRUE(lease.ok()) << describe(lease);
+  auto waiting = std::async(std::launch::async, [&] {
+    return acquire_within(mw, dlock::WaitOptions{8000ms, 10000ms}, 12000ms);
+  });
+  const std::string roll_key = "dlock:{" + name + "}:waiters";
+  if (roll) {
+    ASSERT_TRUE(eventually([&] { return admin.cmd({"ZCARD", roll_key}) == "1"; }, 3000ms)) << "no place taken";
+  } else {
+    ASSERT_TRUE(eventually([&] { return admin.cmd({"PUBSUB", "NUMSUB", "dlock:{" + name + "}:ch"}) != "dlock:{" + name + "}:ch\n0"; }, 3000ms));
+    std::this_thread::sleep_for(200ms);  // its try found the lock busy
+    EXPECT_EQ(admin.cmd({"EXISTS", roll_key}), "0");
+  }
+  const auto t0 = SteadyClock::now();
+  ASSERT_TRUE(lease->release().ok());
+  ASSERT_EQ(waiting.wait_for(5000ms), std::future_status::ready);
+  auto second = waiting.get();
+  ASSERT_TRUE(second.ok()) << describe(second);
+  EXPECT_LT(since(t0), 2000ms) << "the release did not wake the waiter";
+  EXPECT_TRUE(second->release().ok());
+}
+
+TEST_F(ClientAcl, MinimalAclOfTheReadmeWakesWaitersThroughTheRoll) {
+  ASSERT_EQ(admin_->cmd({"ACL", "SETUSER", "minimal", "on", ">pw", "~dlock:*", "&dlock:*", "+get", "+set", "+del",
+                         "+exists", "+type", "+pttl", "+pexpire", "+incr", "+time", "+zadd", "+zpopmin", "+zrem",
+                         "+publish", "+subscribe", "+unsubscribe", "+evalsha", "+eval", "+ping", "+client|setname"}),
+            "OK");
+  minimal_acl_waiter_is_woken(*admin_, url_for("minimal"), "acl-min", true);
+}
+
+TEST_F(ClientAcl, UserWithoutTheRollsCommandsStillWakesWaiters) {
+  ASSERT_EQ(admin_->cmd({"ACL", "SETUSER", "noroll", "on", ">pw", "~dlock:*", "&dlock:*", "+get", "+set", "+del",
+                         "+exists", "+type", "+pttl", "+pexpire", "+incr", "+time", "+publish", "+subscribe",
+                         "+unsubscribe", "+evalsha", "+eval", "+ping", "+client|setname"}),
+            "OK");
+  minimal_acl_waiter_is_woken(*admin_, url_for("noroll"), "acl-noroll", false);
+}
+
 TEST_F(ClientAcl, UserWithoutChannelRightsAcquiresReleasesAndWaiterRechecks) {
   // Precondition: this user really may not SUBSCRIBE to the lock's channel.
   {
