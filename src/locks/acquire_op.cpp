@@ -45,7 +45,7 @@ class WaitQueue final : public Notifier::Listener, public std::enable_shared_fro
   bool is_head(const AcquireOp* op) const { return !ops_.empty() && ops_.front().get() == op; }
   std::size_t size() const noexcept { return ops_.size(); }
   // The lock keeps a waiters' roll (AcquireRequest::withdraw).
-  bool keeps_roll() const noexcept { return static_cast<bool>(withdraw_); }
+  bool keeps_roll() const noexcept { return withdraw_ != nullptr; }
   // The Client may have a place on the roll: set when a try that takes one is sent, cleared when
   // a try that leaves the roll acquired.
   void set_on_roll(bool on) noexcept { on_roll_ = on; }
@@ -96,7 +96,7 @@ class WaitQueue final : public Notifier::Listener, public std::enable_shared_fro
     void on_resubscribed() override { queue->wake(); }
   } keyspace_listener_{this};
   std::deque<std::shared_ptr<AcquireOp>> ops_;
-  std::function<void(std::string_view)> withdraw_;
+  void (*withdraw_)(ClientCore&, const std::string&, std::string_view) = nullptr;
   bool on_roll_ = false;
   bool subscribed_ = false;
   bool confirmed_ = false;
@@ -350,7 +350,7 @@ void WaitQueue::remove(AcquireOp* op, bool acquired, std::optional<milliseconds>
     // a while when it is subscribed (ClientCore::linger_wait_queue).
     if (on_roll_) {
       on_roll_ = false;
-      withdraw_(core_.client_id());
+      withdraw_(core_, key_, core_.client_id());
     }
     if (confirmed_ && !core_.is_shut_down()) return core_.linger_wait_queue(key_, shared_from_this());
     core_.forget_wait_queue(key_);

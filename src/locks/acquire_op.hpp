@@ -68,11 +68,11 @@ struct AcquireRequest {
   // the server publishes them. Empty: `key`.
   std::vector<std::string> watch_keys;
   // Kinds with a waiters' roll (Mutex): a release names the next waiting Client ("released
-  // <client id>") and only that Client tries; this process's queue ignores a message that names
-  // another Client. Called on the loop thread with this Client's id when the queue's last waiter
-  // leaves while the Client may still have a place on the roll (it gave up, or acquired with
-  // others behind it who then gave up), to give the place back. Empty: every message wakes.
-  std::function<void(std::string_view waiter)> withdraw;
+  // <client id>" on `channel`:<client id>) and only that Client tries. Called on the loop thread
+  // with `key` and this Client's id when the queue's last waiter leaves while the Client may
+  // still have a place on the roll (it gave up, or acquired with others behind it who then gave
+  // up), to give the place back. A plain function: no allocation per acquisition. Null: no roll.
+  void (*withdraw)(ClientCore& core, const std::string& key, std::string_view waiter) = nullptr;
   // Called on the loop thread whenever the acquisition starts waiting for a release (queued
   // behind another waiter of this process, or a try found the lock busy): a blocking caller
   // stops polling for its result (SyncWait::park). May be empty.

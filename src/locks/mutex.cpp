@@ -35,6 +35,15 @@ constexpr Item release_keys[] = {{""}, {":rel"}, {":waiters"}};
 constexpr Item release_extra[] = {{":ch"}, {release_marker_ttl_ms, true}};
 constexpr KeyLayout layout{acquire_keys, {}, renew_keys, {}, release_keys, release_extra, ":ch", true};
 
+// AcquireRequest::withdraw. Best effort: a place that is not given back lapses by itself
+// (mutex_acquire.lua).
+void withdraw_place(ClientCore& core, const std::string& key, std::string_view waiter) {
+  if (core.is_shut_down()) return;
+  core.eval_now(scripts::mutex_withdraw,
+                encode_evalsha(scripts::mutex_withdraw, {key, key + ":waiters"}, {std::string(waiter), key + ":ch"}),
+                [](Result<Reply>) {});
+}
+
 std::shared_ptr<const ScriptAttemptSpec> make_spec(ClientCore& core, std::string name, LeaseOptions lease) {
   if (auto ok = validate_lock_name(name); !ok) throw_error(ok.code(), ok.error().what());
   if (auto ok = validate_lease(lease); !ok) throw_error(ok.code(), ok.error().what());
@@ -80,13 +89,7 @@ AcquireRequest Mutex::request(WaitOptions wait) const {
   req.what = "Mutex '" + spec_->name + "' on " + core_->address().display();
   req.wait = wait;
   req.attempt = script_attempt(core_, spec_);
-  // Best effort: a place that is not given back lapses by itself (mutex_acquire.lua).
-  req.withdraw = [core = core_, key = spec_->hold.key](std::string_view waiter) {
-    if (core->is_shut_down()) return;
-    core->eval_now(scripts::mutex_withdraw,
-                   encode_evalsha(scripts::mutex_withdraw, {key, key + ":waiters"}, {std::string(waiter), key + ":ch"}),
-                   [](Result<Reply>) {});
-  };
+  req.withdraw = &withdraw_place;
   return req;
 }
 
