@@ -11,7 +11,10 @@
 //   P{N}:rel      string: the last releaser's owner token, for 30 s
 //   P{N}:ch       pub/sub channel: "released" after a release
 // So a MultiLock over {a, b} excludes a Mutex on a (or any client using the Mutex protocol on
-// a), and the Mutex excludes the MultiLock.
+// a), and the Mutex excludes the MultiLock. Not guaranteed: prompt wake-ups across the two. A
+// MultiLock takes no place on a Mutex's roll of waiters (P{N}:waiters), so while Mutex waiters
+// on a are being named one by one, a MultiLock waiting for a wakes only at its recheck
+// (WaitOptions::recheck_interval) or once no Mutex waiter is left.
 //
 // Loss: the hold is one lease over the whole set. When any lock of the set is found gone or
 // taken over, the lease is lost (on_lost runs once), and the renewal that found it releases the
