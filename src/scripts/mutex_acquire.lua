@@ -17,9 +17,11 @@
 local waiter = KEYS[3] and ARGV[3] ~= nil and ARGV[3] ~= '' and ARGV[3]
 -- Places are scored by when they stop counting, on the server's clock, so the roll is in order
 -- of the waiters' latest tries and a dead waiter's place lapses by itself. pcall: a key of
--- another type at KEYS[3] is not ours and is left alone (no place is kept).
+-- another type at KEYS[3] is not ours and is left alone (no place is kept), and an ACL that
+-- refuses TIME or the roll's commands only costs the place (waiters are then woken all at once).
 local function take_place()
-  local t = redis.call('TIME')
+  local t = redis.pcall('TIME')
+  if type(t) ~= 'table' or not t[2] then return end
   local ttl = tonumber(ARGV[4])
   local until_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + ttl
   if type(redis.pcall('ZADD', KEYS[3], string.format('%d', until_ms), waiter)) ~= 'number' then return end

@@ -8,8 +8,8 @@
 -- Reply:   1  the lock was free and another waiter was named; 0 otherwise
 if type(redis.pcall('ZREM', KEYS[2], ARGV[1])) ~= 'number' then return 0 end
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local t = redis.pcall('TIME')
+local now = type(t) == 'table' and t[2] and tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) or 0
 local place = redis.call('ZPOPMIN', KEYS[2])
 while place[2] do
   if tonumber(place[2]) > now then
