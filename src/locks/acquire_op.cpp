@@ -62,13 +62,11 @@ class WaitQueue final : public Notifier::Listener, public std::enable_shared_fro
 
   // Any message on the lock's own channel means it may be free ("released", "revoked", or a
   // compatible client's own message, e.g. Redisson's "0"). For a lock with a waiters' roll,
-  // 'released <id>' on this Client's own channel names it (mutex_release.lua); one naming
-  // another Client is not this Client's turn.
+  // 'released <id>' on this Client's own channel names it (mutex_release.lua): its turn, even
+  // if this process released the lock itself a moment ago, so no holding back.
   void on_notification(std::string_view message) override {
     constexpr std::string_view named = "released ";
-    if (keeps_roll() && message.starts_with(named)) {
-      if (message.substr(named.size()) != core_.client_id()) return;
-      // This Client is next: it tries at once, even if it released the lock itself a moment ago.
+    if (keeps_roll() && message.starts_with(named) && message.substr(named.size()) == core_.client_id()) {
       core_.clear_courtesy(key_);
     }
     wake();
