@@ -216,6 +216,7 @@ void worker_thread(const Config& c, int index, dlock::Client& client,
     Event acq;
     acq.kind = EventKind::acquire, acq.t = a.t, acq.proc = c.proc, acq.lock = name;
     acq.hold = hold, acq.owner = lease.owner(), acq.token = lease.token().value;
+    acq.attempt = b.attempt;
     out.append(acq);
 
     // Hold it for a while (random, around --hold-ms), writing to the resource three times.

@@ -55,7 +55,8 @@ std::string to_line(const Event& e) {
   if (!e.owner.empty()) o << " owner=" << e.owner;
   if (e.token) o << " token=" << e.token;
   if (e.kind == EventKind::write) o << " seq=" << e.seq << " accepted=" << (e.accepted ? 1 : 0);
-  if (e.kind == EventKind::attempt_begin || e.kind == EventKind::attempt_end) {
+  if (e.kind == EventKind::attempt_begin || e.kind == EventKind::attempt_end ||
+      (e.kind == EventKind::acquire && e.attempt != 0)) {
     o << " attempt=" << e.attempt;
   }
   if (e.kind == EventKind::attempt_begin) o << " wait_ms=" << e.wait_ms;
@@ -148,6 +149,7 @@ struct Hold {
   std::string id, lock, proc, owner;
   std::uint64_t token = 0;
   std::int64_t acquired = 0;
+  std::int64_t tried = 0;            // begin of the attempt that acquired (= acquired if unknown)
   std::int64_t released = kForever;  // release() call
   std::int64_t lost = kForever;      // loss report
   std::string release_outcome;
@@ -173,8 +175,12 @@ struct Checker {
           f->end > earlier.acquired && f->t <= later.acquired) {
         return f;
       }
-      if (f->outcome == fault::server_restart_empty && f->t >= earlier.acquired &&
-          f->t <= later.acquired) {
+      // The server granted `earlier` somewhere between its attempt's begin and `acquired`
+      // (the client's return): a kill in that window may have come after the grant, with the
+      // reply read from the socket after the kill. A grant seen long after the restart came
+      // from the new, empty server, and that explains nothing.
+      if (f->outcome == fault::server_restart_empty && f->t >= earlier.tried &&
+          earlier.acquired <= f->end + ns(b.round_trip) && f->t <= later.acquired) {
         return f;
       }
     }
@@ -311,6 +317,7 @@ struct Checker {
 
   void run(const std::vector<Event>& h) {
     std::map<std::string, Hold> holds;  // by hold id
+    std::map<std::pair<std::string, std::uint64_t>, std::int64_t> began;  // (proc, attempt) -> t
     std::map<std::string, std::vector<const Event*>> writes;
     for (const Event& e : h) {
       switch (e.kind) {
@@ -325,6 +332,8 @@ struct Checker {
           x.seen = true;
           x.id = e.hold, x.lock = e.lock, x.proc = e.proc, x.owner = e.owner;
           x.token = e.token, x.acquired = e.t;
+          auto it = began.find({e.proc, e.attempt});
+          x.tried = e.attempt != 0 && it != began.end() ? it->second : e.t;
           break;
         }
         case EventKind::release: {
@@ -343,6 +352,8 @@ struct Checker {
           writes[e.lock].push_back(&e);
           break;
         case EventKind::attempt_begin:
+          began[{e.proc, e.attempt}] = e.t;
+          break;
         case EventKind::attempt_end:
           break;
       }

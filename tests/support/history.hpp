@@ -25,7 +25,7 @@ namespace dlock::test {
 enum class EventKind {
   attempt_begin,  // a thread starts acquire(): lock, proc, attempt, wait_ms (the deadline)
   attempt_end,    // ...and gets its outcome: attempt, outcome ("acquired", "timeout", or an errc name)
-  acquire,        // acquired: lock, proc, hold, owner, token
+  acquire,        // acquired: lock, proc, hold, owner, token, attempt (the attempt that got it)
   release,        // release() called (t is the call time): hold, outcome ("ok" or an errc name)
   loss,           // the holder was told the lock is lost: hold, outcome ("taken", "expired",
                   // or "release" when release() was the first to find it lost)
@@ -60,7 +60,7 @@ struct Event {
   std::string owner;     // owner token stored in Redis
   std::uint64_t token = 0;
   std::uint64_t seq = 0;      // write: position in the resource's order
-  std::uint64_t attempt = 0;  // attempt_begin/end: id, unique per proc
+  std::uint64_t attempt = 0;  // attempt_begin/end, acquire: id, unique per proc
   std::int64_t wait_ms = 0;   // attempt_begin: the waiter's deadline
   bool accepted = false;      // write
   std::string outcome;        // see EventKind
@@ -133,7 +133,10 @@ struct CheckReport {
 //                    or the loss report, whichever came first) overlap only when a documented
 //                    fault explains it: a client_pause of the earlier holder's process that
 //                    began during its hold and before the later acquisition, or a
-//                    server_restart_empty between the two acquisitions.
+//                    server_restart_empty whose kill came after the earlier holder's attempt
+//                    began (the server may have granted the lock just before the kill and the
+//                    reply been read just after it) and before the later acquisition, with
+//                    the earlier acquisition seen no later than round_trip after the restart.
 //  fencing           in the resource's order, a write is accepted iff its token is >= the
 //                    highest accepted before it (so no accepted write is lower than an earlier
 //                    accepted one, and every stale write is rejected); and the tokens of

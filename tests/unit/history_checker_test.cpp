@@ -26,10 +26,11 @@ struct H {
   std::vector<Event> ev;
 
   H& acquire(std::int64_t t, const std::string& hold, std::uint64_t token,
-             const std::string& proc = "w1", const std::string& lock = "m") {
+             const std::string& proc = "w1", const std::string& lock = "m",
+             std::uint64_t attempt = 0) {
     Event e;
     e.kind = EventKind::acquire, e.t = t * kMs, e.proc = proc, e.lock = lock, e.hold = hold;
-    e.owner = "o-" + hold, e.token = token;
+    e.owner = "o-" + hold, e.token = token, e.attempt = attempt;
     ev.push_back(e);
     return *this;
   }
@@ -129,6 +130,29 @@ TEST(HistoryChecker, AcceptsOverlapAfterARestartWithoutPersistence) {
   EXPECT_EQ(r.explained_overlaps, 1u);
 }
 
+TEST(HistoryChecker, AcceptsOverlapAfterARestartThatKilledTheServerAsItGranted) {
+  // The server granted w1's attempt (begun at 90) just before the kill at 100; w1 read the
+  // reply at 110, after the kill. The restart lost the key all the same.
+  H h;
+  h.attempt(90, 110, 1000, "acquired", 7).acquire(110, "a", 5, "w1", "m", 7);
+  h.fault(100, 300, fault::server_restart_empty, "server");
+  h.acquire(350, "b", 1700000000000000, "w2").loss(600, "a", "taken").release(700, "b");
+  CheckReport r = h.run();
+  EXPECT_TRUE(r.ok()) << r.summary();
+  EXPECT_EQ(r.explained_overlaps, 1u);
+}
+
+TEST(HistoryChecker, CatchesAnOverlapOfHoldsBothGrantedAfterARestart) {
+  // w1's attempt began before the kill but was granted long after the restart, by the new
+  // server, which then granted w2 too: the restart explains nothing.
+  H h;
+  h.attempt(50, 2000, 5000, "acquired", 7).acquire(2000, "a", 5, "w1", "m", 7);
+  h.fault(100, 300, fault::server_restart_empty, "server");
+  h.acquire(2100, "b", 6, "w2").loss(2400, "a", "taken").release(2500, "b");
+  CheckReport r = h.run();
+  EXPECT_TRUE(has_rule(r, "mutual_exclusion")) << r.summary();
+}
+
 TEST(HistoryChecker, AcceptsALossToldByReleaseInsteadOfTheCallback) {
   H h;
   h.acquire(0, "a", 5, "w1").fault(100, 300, fault::server_restart_empty, "server");
@@ -160,7 +184,7 @@ TEST(HistoryChecker, AcceptsAttemptErrorsDuringFaultsAndTimeoutsAfterThem) {
 
 TEST(HistoryChecker, RoundTripsEventsThroughLines) {
   H h;
-  h.acquire(1, "w1.0.1", 42, "w1", "m0").write(2, 7, 42, true, "m0").fault(3, 4, fault::oom, "server");
+  h.acquire(1, "w1.0.1", 42, "w1", "m0", 3).write(2, 7, 42, true, "m0").fault(3, 4, fault::oom, "server");
   h.attempt(5, 6, 250, "acquired", 9);
   for (const Event& e : h.ev) {
     Event back = dlock::test::parse_line(dlock::test::to_line(e));
@@ -168,6 +192,7 @@ TEST(HistoryChecker, RoundTripsEventsThroughLines) {
     EXPECT_EQ(back.kind, e.kind);
     EXPECT_EQ(back.t, e.t);
     EXPECT_EQ(back.token, e.token);
+    EXPECT_EQ(back.attempt, e.attempt);
   }
   EXPECT_THROW(dlock::test::parse_line("t=1 ev=acquire tok"), std::invalid_argument);
   EXPECT_THROW(dlock::test::parse_line("ev=acquire"), std::invalid_argument);
