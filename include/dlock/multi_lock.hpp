@@ -10,11 +10,14 @@
 //   P{N}:fence    string: N's fencing counter; no TTL, never deleted
 //   P{N}:rel      string: the last releaser's owner token, for 30 s
 //   P{N}:ch       pub/sub channel: "released" after a release
+//   P{N}:waiters  zset: the Mutex waiters' roll; a MultiLock waiter whose try finds N busy
+//                 adds the place "*" (shared by every MultiLock waiter, lapsing after about
+//                 two recheck intervals), so that a Mutex release that names waiting Clients
+//                 one by one comes to it and then wakes every waiter ("released" on P{N}:ch)
 // So a MultiLock over {a, b} excludes a Mutex on a (or any client using the Mutex protocol on
-// a), and the Mutex excludes the MultiLock. Not guaranteed: prompt wake-ups across the two. A
-// MultiLock takes no place on a Mutex's roll of waiters (P{N}:waiters), so while Mutex waiters
-// on a are being named one by one, a MultiLock waiting for a wakes only at its recheck
-// (WaitOptions::recheck_interval) or once no Mutex waiter is left.
+// a), and the Mutex excludes the MultiLock. Not guaranteed: turns. When its place comes up,
+// the MultiLock waiter tries alongside every other waiting process and may lose; it then
+// takes a place at the end again.
 //
 // Loss: the hold is one lease over the whole set. When any lock of the set is found gone or
 // taken over, the lease is lost (on_lost runs once), and the renewal that found it releases the

@@ -6,9 +6,10 @@
 //   P{N}:fence    string: the fencing counter; no TTL, never deleted
 //   P{N}:rel      string: the last releaser's owner token, for 30 s (makes release idempotent)
 //   P{N}:waiters  zset: the places of waiting Clients (Client id -> until when the place counts,
-//                 server ms); expires with its newest place
+//                 server ms); expires with its newest place. "*" is the place shared by
+//                 MultiLock waiters (multi_lock.hpp), who listen on P{N}:ch only
 //   P{N}:ch       pub/sub channel: "released" after a release that found no place on
-//                 P{N}:waiters, "revoked" after a forced unlock
+//                 P{N}:waiters (or came to "*"), "revoked" after a forced unlock
 //   P{N}:ch:<id>  pub/sub channel of one waiting Client: "released <id>", its turn
 // Any client that takes the lock with SET P{N} <token> NX PX and releases with a
 // compare-and-delete excludes dlock, and dlock excludes it (its release publishes nothing, so

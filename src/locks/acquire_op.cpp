@@ -214,12 +214,13 @@ class AcquireOp final : public std::enable_shared_from_this<AcquireOp> {
     state_ = State::trying;
     seen_generation_ = queue_ ? queue_->generation() : 0;
     TryContext ctx;
-    roll_try_ = queue_ && queue_->keeps_roll() && queue_->confirmed() && !unsubscribed_try_;
+    ctx.subscribed = queue_ && queue_->confirmed() && !unsubscribed_try_;
+    roll_try_ = ctx.subscribed && queue_->keeps_roll();
+    if (ctx.subscribed) ctx.place_ttl = place_ttl(req_.wait);
     if (roll_try_) {
       ctx.waiter = core_->client_id();
       ctx.more_waiters = queue_->size() > 1;
       leaves_roll_ = !ctx.more_waiters;
-      ctx.place_ttl = place_ttl(req_.wait);
       queue_->set_on_roll(true);
     }
     req_.attempt(ctx, [self = shared_from_this()](Attempt a) { self->on_attempt(std::move(a)); });

@@ -48,7 +48,10 @@ struct TryContext {
   std::string_view waiter;
   // Other waiters of this Client queue behind this one: if it acquires, the Client keeps a place.
   bool more_waiters = false;
-  // How long the place counts unless the waiter tries again.
+  // The try is made by a subscribed waiter of any kind (`waiter` is set only for kinds with a
+  // roll of their own). A MultiLock's such try leaves a shared place on each busy lock's roll.
+  bool subscribed = false;
+  // How long a place counts unless the waiter tries again (set when `subscribed`).
   milliseconds place_ttl{0};
 };
 

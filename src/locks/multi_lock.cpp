@@ -64,6 +64,7 @@ MultiLock::MultiLock(Client& client, std::vector<std::string> names, LeaseOption
     display_ += n;
     spec->keys.push_back(key);
     spec->keys.push_back(key + ":fence");
+    spec->place_keys.push_back(key + ":waiters");
     spec->hold.renew_keys.push_back(key);
     spec->hold.release_keys.push_back(key);
     spec->hold.release_keys.push_back(key + ":rel");

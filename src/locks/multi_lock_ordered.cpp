@@ -32,20 +32,27 @@ void lose_parent(const std::shared_ptr<LeaseRecord>& parent, LossReason why) {
 // One try at the whole set, group by group.
 class OrderedTry : public std::enable_shared_from_this<OrderedTry> {
  public:
+  // `place_ttl`: nonzero when a subscribed waiter tries (TryContext): a busy group's locks get
+  // the shared place on their waiters' rolls (multi_acquire.lua).
   OrderedTry(std::shared_ptr<ClientCore> core, std::shared_ptr<const OrderedMultiSpec> spec,
-             std::function<void(Attempt)> report)
+             std::function<void(Attempt)> report, milliseconds place_ttl)
       : core_(std::move(core)), spec_(std::move(spec)), report_(std::move(report)),
-        owner_(core_->new_owner_token()), sent_(BootClock::now()) {}
+        owner_(core_->new_owner_token()), sent_(BootClock::now()), place_ttl_(place_ttl) {}
 
   void next() {
     if (taken_ == spec_->groups.size()) return finish();
+    const auto& group = spec_->groups[taken_];
     std::vector<std::string> keys;
-    for (const auto& k : spec_->groups[taken_]) {
+    for (const auto& k : group) {
       keys.push_back(k);
       keys.push_back(k + ":fence");
     }
-    core_->eval_now(scripts::multi_acquire,
-                    encode_evalsha(scripts::multi_acquire, keys, {owner_, std::to_string(spec_->lease.ttl.count())}),
+    std::vector<std::string> args{owner_, std::to_string(spec_->lease.ttl.count())};
+    if (place_ttl_.count() > 0) {
+      for (const auto& k : group) keys.push_back(k + ":waiters");
+      args.push_back(std::to_string(place_ttl_.count()));
+    }
+    core_->eval_now(scripts::multi_acquire, encode_evalsha(scripts::multi_acquire, keys, args),
                     [self = shared_from_this()](Result<Reply> r) { self->on_reply(std::move(r)); });
   }
 
@@ -150,6 +157,7 @@ class OrderedTry : public std::enable_shared_from_this<OrderedTry> {
   std::function<void(Attempt)> report_;
   std::string owner_;
   BootClock::time_point sent_;
+  milliseconds place_ttl_;
   std::size_t taken_ = 0;
   FencingToken token_{};
 };
@@ -189,8 +197,8 @@ std::shared_ptr<const HoldScripts> multi_hold_scripts(const std::vector<std::str
 }
 
 AttemptFn ordered_multi_attempt(std::shared_ptr<ClientCore> core, std::shared_ptr<const OrderedMultiSpec> spec) {
-  return [core, spec](const TryContext&, std::function<void(Attempt)> report) {
-    std::make_shared<OrderedTry>(core, spec, std::move(report))->next();
+  return [core, spec](const TryContext& ctx, std::function<void(Attempt)> report) {
+    std::make_shared<OrderedTry>(core, spec, std::move(report), ctx.subscribed ? ctx.place_ttl : milliseconds(0))->next();
   };
 }
 

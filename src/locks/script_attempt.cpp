@@ -69,6 +69,11 @@ AttemptFn script_attempt(std::shared_ptr<ClientCore> core, std::shared_ptr<const
       args.push_back(std::to_string(ctx.place_ttl.count()));
       args.emplace_back(ctx.more_waiters ? "1" : "0");
     }
+    std::vector<std::string> keys = spec->acquire_key_list();
+    if (!spec->place_keys.empty() && ctx.subscribed) {
+      for (std::string_view k : spec->place_keys) keys.emplace_back(k);
+      args.push_back(std::to_string(ctx.place_ttl.count()));
+    }
     const ReplicationAck ack =
         spec->lease->replication_ack ? *spec->lease->replication_ack : core->options().replication_ack;
     auto handler = [core, spec, owner = std::move(owner), sent, ack, report = std::move(report)](Result<Reply> r) {
@@ -133,7 +138,7 @@ AttemptFn script_attempt(std::shared_ptr<ClientCore> core, std::shared_ptr<const
                      }
                      report(std::move(a));
     };
-    std::string payload = encode_evalsha(*spec->acquire, spec->acquire_key_list(), args);
+    std::string payload = encode_evalsha(*spec->acquire, keys, args);
     if (ack.replicas > 0) return core->eval_acknowledged(*spec->acquire, std::move(payload), std::move(handler));
     core->eval_now(*spec->acquire, std::move(payload), std::move(handler));
   };

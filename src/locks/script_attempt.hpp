@@ -72,6 +72,9 @@ struct ScriptAttemptSpec {
   // The acquire script keeps a waiters' roll (Mutex: mutex_acquire.lua): a waiter's try passes
   // ARGV {..., waiter id, place TTL ms, '1' | '0' (more waiters of this Client behind it)}.
   bool keeps_roll = false;
+  // Keys appended to the acquire script's KEYS, with the place TTL (ms) appended to its ARGV,
+  // when a subscribed waiter tries (MultiLock: each lock's waiters' roll, multi_acquire.lua).
+  StringList place_keys;
 
   std::vector<std::string> acquire_key_list() const {
     return hold.layout ? KeyLayout::build(hold.key, hold.layout->acquire_keys) : keys;

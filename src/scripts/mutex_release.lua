@@ -10,9 +10,12 @@
 -- 'released <id>' on its own channel P{N}:ch:<id>; only that Client tries, the other waiting
 -- processes are not even woken. A Client that no longer listens there (gone, crashed) is passed
 -- over at once. When no place is left, 'released' on P{N}:ch wakes every waiter.
+-- The place '*' (waiters that take no place of their own: a MultiLock) is answered with
+-- 'released' on P{N}:ch, as when no place is left.
 -- Reply:   1  released; no waiter of another Client was woken (nobody waited, or the next
 --             place was the releaser's own)
---          3  released; a waiter of another Client was named: the releaser lets it go first
+--          3  released; a waiter of another Client was named (or the '*' place woke every
+--             waiting process): the releaser lets it go first
 --          2 + n  (n >= 1) released without a roll (no KEYS[3]); 'released' reached n
 --             subscribers (waiting processes, the releaser's own included)
 --          2  already released by this same owner (a retried release whose first reply was lost)
@@ -36,7 +39,14 @@ if redis.pcall('GET', KEYS[1]) == ARGV[1] then
         now = type(t) == 'table' and t[2] and tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) or 0
       end
       if tonumber(place[2]) > now then
-        local heard = redis.pcall('PUBLISH', ARGV[2] .. ':' .. place[1], 'released ' .. place[1])
+        -- '*' is the place of waiters that listen on P{N}:ch only (a MultiLock, multi_acquire.lua):
+        -- their turn wakes every waiting process.
+        local heard
+        if place[1] == '*' then
+          heard = redis.pcall('PUBLISH', ARGV[2], 'released')
+        else
+          heard = redis.pcall('PUBLISH', ARGV[2] .. ':' .. place[1], 'released ' .. place[1])
+        end
         if type(heard) ~= 'number' then break end  -- no channel rights: everyone rechecks
         if heard > 0 then
           if place[1] == ARGV[4] then return 1 end

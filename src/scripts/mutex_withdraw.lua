@@ -13,7 +13,12 @@ local now = type(t) == 'table' and t[2] and tonumber(t[1]) * 1000 + math.floor(t
 local place = redis.call('ZPOPMIN', KEYS[2])
 while place[2] do
   if tonumber(place[2]) > now then
-    local heard = redis.pcall('PUBLISH', ARGV[2] .. ':' .. place[1], 'released ' .. place[1])
+    local heard
+    if place[1] == '*' then  -- the place of waiters on P{N}:ch (mutex_release.lua)
+      heard = redis.pcall('PUBLISH', ARGV[2], 'released')
+    else
+      heard = redis.pcall('PUBLISH', ARGV[2] .. ':' .. place[1], 'released ' .. place[1])
+    end
     if type(heard) ~= 'number' then return 0 end
     if heard > 0 then return 1 end
   end

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "dlock/dlock.hpp"
+#include "locks/multi_lock_ordered.hpp"
 #include "scripts/script.hpp"
 #include "support/fault_proxy.hpp"
 #include "support/lock_helpers.hpp"
@@ -68,6 +69,8 @@ class MutexRollTest : public dlock::test::ServerFixture {
     bool done_within(milliseconds d) { return result.wait_for(d) == std::future_status::ready; }
   };
   std::unique_ptr<Waiter> waiter(const std::string& name) { return std::make_unique<Waiter>(server->url(), name); }
+
+  void multi_lock_waiter_gets_its_turn(const std::string& name, bool ordered);
 };
 
 // Long rechecks: in these tests only a notification may wake a waiter in time.
@@ -280,6 +283,78 @@ TEST_F(MutexRollTest, WithdrawingFromAFreeLockNamesTheNextWaiter) {
   ASSERT_EQ(raw->cmd_int({"DEL", key_of("pass")}), 1);
   EXPECT_EQ(raw->cmd_int({"EVAL", withdraw, "2", key_of("pass"), roll_key, "aaaa", key_of("pass") + ":ch"}), 1);
   EXPECT_EQ(roll_size("pass"), 0);
+}
+
+// A MultiLock waiter listens on P{N}:ch only, where a release that names a Mutex waiter's Client
+// says nothing. Its busy try leaves the shared place '*' on each busy lock's roll; when that
+// place's turn comes, the release wakes every waiting process. Places of two listening (fake)
+// Clients around it keep the roll from running dry: a dry roll wakes everyone anyway, which is
+// how a MultiLock waiter heard of a release before it took places, 500 ms late at worst.
+void MutexRollTest::multi_lock_waiter_gets_its_turn(const std::string& name, bool ordered) {
+  const std::string roll_key = key_of(name) + ":waiters";
+  const std::string ch = key_of(name) + ":ch";
+  dlock::Mutex holder(*client, name);
+  auto held = holder.acquire(no_wait());
+  ASSERT_TRUE(held.ok()) << held.error().what();
+  dlock::test::RawConnection first_listens(*server), last_listens(*server);
+  ASSERT_FALSE(first_listens.cmd_array({"SUBSCRIBE", ch + ":first"}).empty());
+  ASSERT_FALSE(last_listens.cmd_array({"SUBSCRIBE", ch + ":last"}).empty());
+  // The MultiLock's place will count for 2.4 rechecks + 1 s = 73 s: between these two.
+  const long long now = server_ms();
+  ASSERT_EQ(raw->cmd_int({"ZADD", roll_key, std::to_string(now + 60000), "first", std::to_string(now + 200000), "last"}), 2);
+
+  dlock::Client other(server->url());
+  dlock::MultiLock multi(other, {name, name + "_b"});
+  if (ordered) dlock::detail::MultiLockAccess::force_ordered(multi);
+  ASSERT_EQ(dlock::detail::MultiLockAccess::ordered(multi), ordered);
+  std::stop_source stop;
+  auto result = std::async(std::launch::async, [&] { return multi.acquire(patient, stop.get_token()); });
+  struct Stop {
+    std::stop_source& s;
+    std::future<dlock::Result<dlock::Lease>>& f;
+    ~Stop() {
+      s.request_stop();
+      if (f.valid()) f.wait();
+    }
+  } stop_at_exit{stop, result};
+  ASSERT_TRUE(eventually([&] { return roll(name).size() == 3; }, 3000ms)) << "the MultiLock waiter took no place";
+  EXPECT_EQ(roll(name), (std::vector<std::string>{"first", "*", "last"}));
+  EXPECT_TRUE(roll(name + "_b").empty()) << "a place on the roll of a lock that was free";
+
+  // "first" is named; the MultiLock waiter sleeps on.
+  ASSERT_TRUE(held->release().ok());
+  std::this_thread::sleep_for(300ms);
+  EXPECT_NE(result.wait_for(0ms), std::future_status::ready) << "woken by a release that named another Client";
+  EXPECT_EQ(roll(name), (std::vector<std::string>{"*", "last"}));
+
+  // The test takes "first"'s turn; its release comes to the '*' place: every waiting process
+  // wakes, and the MultiLock takes its set ("last" would have been named without the place).
+  auto again = holder.acquire(no_wait());
+  ASSERT_TRUE(again.ok()) << again.error().what();
+  ASSERT_TRUE(again->release().ok());
+  ASSERT_EQ(result.wait_for(2000ms), std::future_status::ready) << "the '*' place did not wake the MultiLock";
+  auto lease = result.get();
+  ASSERT_TRUE(lease.ok()) << lease.error().what();
+  EXPECT_EQ(roll(name), std::vector<std::string>{"last"});
+  EXPECT_TRUE(lease->release().ok());
+}
+
+TEST_F(MutexRollTest, AMultiLockWaiterGetsItsTurnOnTheRoll) { multi_lock_waiter_gets_its_turn("mturn", false); }
+
+TEST_F(MutexRollTest, AnOrderedMultiLockWaiterGetsItsTurnOnTheRoll) {
+  multi_lock_waiter_gets_its_turn("mturn_o", true);
+}
+
+// Withdrawing from a free lock whose next place is '*' wakes the waiters on P{N}:ch.
+TEST_F(MutexRollTest, WithdrawingBeforeTheSharedPlaceWakesEveryWaiter) {
+  const std::string roll_key = key_of("shared") + ":waiters";
+  const std::string until = std::to_string(server_ms() + 20000);
+  ASSERT_EQ(raw->cmd_int({"ZADD", roll_key, until, "aaaa", until, "*"}), 2);
+  const std::string withdraw = dlock::detail::scripts::mutex_withdraw.source;
+  dlock::test::RawConnection listener(*server);
+  ASSERT_FALSE(listener.cmd_array({"SUBSCRIBE", key_of("shared") + ":ch"}).empty());
+  EXPECT_EQ(raw->cmd_int({"EVAL", withdraw, "2", key_of("shared"), roll_key, "aaaa", key_of("shared") + ":ch"}), 1);
+  EXPECT_EQ(roll_size("shared"), 0);
 }
 
 // A foreign value under the roll's key is never touched; the lock works as before the roll
