@@ -164,8 +164,17 @@ int cmd_status(Context& ctx, const Args& args) {
   } else {
     std::printf("fencing  none issued yet\n");
   }
+  std::size_t places = 0;
   for (std::size_t i = 0; i < info.waiters.size(); ++i) {
     const auto& w = info.waiters[i];
+    if (w.role == dlock::LockWaiter::Role::roll) {
+      // A Mutex's roll: waiting Clients (processes) in the order a release names them.
+      ++places;
+      std::printf("%s %zu. %s, place lasts %s\n", places == 1 ? "roll    " : "        ", places,
+                  w.id == "*" ? "MultiLock waiters (woken together)" : ("client " + w.id).c_str(),
+                  human_duration(w.ttl.count()).c_str());
+      continue;
+    }
     const bool fair = w.role == dlock::LockWaiter::Role::fair_queue;
     const auto who = holder_info(w.id);
     std::printf("%s %s%s, place %s\n", fair ? (i == 0 ? "queue   " : "        ") : "intent  ",

@@ -66,7 +66,8 @@ void json_holder(Json& j, const dlock::LockHolder& h) {
 
 long long waiter_count(const dlock::LockInfo& info) {
   long long live = 0;
-  for (const auto& w : info.waiters) live += w.ttl.count() > 0 ? 1 : 0;
+  // A Mutex's roll lists waiting Clients, which are subscribers too: not counted twice.
+  for (const auto& w : info.waiters) live += w.ttl.count() > 0 && w.role != dlock::LockWaiter::Role::roll ? 1 : 0;
   if (info.kind == dlock::LockKind::fair) return live;
   return live + info.subscribers;
 }
@@ -92,7 +93,9 @@ void json_lock_members(Json& j, const dlock::LockInfo& info) {
   j.key("queue").begin_array();
   for (const auto& w : info.waiters) {
     j.begin_object().field("id", w.id);
-    j.field("role", w.role == dlock::LockWaiter::Role::writer_intent ? "writer_intent" : "fair_queue");
+    j.field("role", w.role == dlock::LockWaiter::Role::writer_intent ? "writer_intent"
+                    : w.role == dlock::LockWaiter::Role::roll        ? "roll"
+                                                                     : "fair_queue");
     j.field("ttl_ms", static_cast<long long>(w.ttl.count())).end_object();
   }
   j.end_array();

@@ -55,8 +55,11 @@ struct LockHolder {
 };
 
 struct LockWaiter {
-  enum class Role { fair_queue, writer_intent };
-  std::string id;  // the waiter's owner token
+  // fair_queue: a FairLock's queue place. writer_intent: a SharedMutex writer's intent. roll: a
+  // Mutex's waiting Client's place on P{N}:waiters, next first (its id is the Client's id, not
+  // an owner token; "*" is the place shared by MultiLock waiters).
+  enum class Role { fair_queue, writer_intent, roll };
+  std::string id;  // the waiter's owner token (roll: see Role)
   Role role = Role::fair_queue;
   // How long its place (or intent) lasts without renewal, on the server's clock. Zero or
   // negative: it has expired (its waiter is gone) and the next script drops it.
@@ -72,8 +75,9 @@ struct LockInfo {
   // semaphore acquisition. Empty: free.
   std::vector<LockHolder> holders;
   // Waiters the server knows of, in order: a FairLock's queue (head first; expired places
-  // included, with ttl <= 0), a SharedMutex's live writer intents. Other kinds' waiters only
-  // subscribe: see subscribers.
+  // included, with ttl <= 0), a SharedMutex's live writer intents, a Mutex's live places on its
+  // roll (next first; a place is one waiting Client, whatever its number of waiting threads).
+  // Other kinds' waiters only subscribe: see subscribers.
   std::vector<LockWaiter> waiters;
   // PUBSUB NUMSUB of P{N}:ch: processes (Clients) waiting on the lock's channel, plus holders
   // that listen for revocation. Threads of one Client count once.

@@ -57,7 +57,10 @@ Result<LockInfo> parse_info(std::string_view name, const std::string& key, const
     if (!w.is_array() || w.size() != 3 || !w[2].is_integer()) return malformed(what, rep);
     LockWaiter waiter;
     waiter.id = w[0].str();
-    waiter.role = w[1].str() == "writer_intent" ? LockWaiter::Role::writer_intent : LockWaiter::Role::fair_queue;
+    const std::string role = w[1].str();
+    waiter.role = role == "writer_intent" ? LockWaiter::Role::writer_intent
+                  : role == "roll"        ? LockWaiter::Role::roll
+                                          : LockWaiter::Role::fair_queue;
     waiter.ttl = milliseconds(w[2].integer());
     info.waiters.push_back(std::move(waiter));
   }
@@ -101,7 +104,7 @@ Result<std::vector<LockInfo>> inspect(Client& client, const std::vector<std::str
     const std::string& k = keys[i];
     core->eval(detail::scripts::admin_inspect,
                {k, k + ":fence", k + ":queue", k + ":timeouts", k + ":readers", k + ":wintent", k + ":permits",
-                k + ":limit"},
+                k + ":limit", k + ":waiters"},
                {}, [batch, i](Result<Reply> r) { batch->set(batch->scripts, i, std::move(r)); });
     // On Cluster, waiters subscribe with SSUBSCRIBE on the shard of the lock's slot.
     client.async_command({"PUBSUB", core->cluster_mode() ? "SHARDNUMSUB" : "NUMSUB", k + ":ch"},

@@ -1,10 +1,12 @@
 -- Inspect whatever lock lives under one name (dlock/admin.hpp: inspect). Writes nothing.
 -- KEYS[1] P{N}  KEYS[2] P{N}:fence  KEYS[3] P{N}:queue  KEYS[4] P{N}:timeouts
 -- KEYS[5] P{N}:readers  KEYS[6] P{N}:wintent  KEYS[7] P{N}:permits  KEYS[8] P{N}:limit
+-- KEYS[9] P{N}:waiters (a Mutex's roll of waiting Clients; optional)
 -- Reply: {kind, type of P{N}, pttl of the main key, fence counter | false, semaphore limit | false,
 --         value of a string P{N} | false, holders, waiters}
 --   holders: {owner, mode, ttl ms (-1: no expiry), count, hold token | false} ...
---   waiters: {id, role, ttl ms} ...   (fair places in queue order, then writer intents)
+--   waiters: {id, role, ttl ms} ...   (fair places in queue order, then writer intents, then
+--            a Mutex's live places on its roll, next first: role 'roll', id a Client id or '*')
 -- The kind rules are the ones documented in dlock/admin.hpp; admin_force_unlock.lua applies the
 -- same ones (a script cannot include another).
 local t = redis.call('TIME')
@@ -53,6 +55,9 @@ if kind == 'mutex' or kind == 'fair' then
   if base == 'string' then
     value = redis.call('GET', KEYS[1])
     holders[#holders + 1] = {value, 'exclusive', pttl, 1, false}
+  end
+  if kind == 'mutex' and KEYS[9] then
+    live(KEYS[9], function(id, ttl) waiters[#waiters + 1] = {id, 'roll', ttl} end)
   end
 elseif kind == 'reentrant' then
   local f = redis.call('HGETALL', KEYS[1])

@@ -68,8 +68,14 @@ TEST_F(AdminTest, MutexHolderAndSubscribedWaiter) {
   dlock::Mutex waiter(other, "m");
   auto waited = std::async(std::launch::async, [&] { return waiter.acquire(dlock::WaitOptions{20s, 5s}); });
   ASSERT_TRUE(eventually([&] { return inspect_ok(*client, "m").subscribers == 1; }, scaled(5s)));
+  // Its try after subscribing put its Client on the roll: the place lasts 2.4 rechecks + 1 s.
+  ASSERT_TRUE(eventually([&] { return inspect_ok(*client, "m").waiters.size() == 1; }, scaled(5s)));
 
   auto info = inspect_ok(*client, "m");
+  EXPECT_EQ(info.waiters[0].role, LockWaiter::Role::roll);
+  EXPECT_FALSE(info.waiters[0].id.empty());
+  EXPECT_GT(info.waiters[0].ttl, 10s);
+  EXPECT_LE(info.waiters[0].ttl, 13s);
   EXPECT_EQ(info.kind, LockKind::mutex);
   EXPECT_EQ(info.redis_type, "string");
   ASSERT_EQ(info.holders.size(), 1u);

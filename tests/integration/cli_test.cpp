@@ -765,8 +765,16 @@ TEST_F(CliTest, StatusShowsHolderTtlTokenAndWaiters) {
   EXPECT_GT(j["ttl_ms"].integer(), 20000);
   EXPECT_EQ(j["fencing_counter"].text, shell_var(acquired.out, "DLOCK_FENCING_TOKEN"));
   EXPECT_EQ(j["waiters"].integer(), 1);
+  // The waiting process's Client has its place on the lock's roll, listed in the queue (and
+  // not counted twice in "waiters").
+  ASSERT_TRUE(eventually([&] { return parse_json(dlock({"--json", "status", "s"}).out, "status")["queue"].items.size() == 1; }, 5s));
+  auto placed = parse_json(dlock({"--json", "status", "s"}).out, "status placed");
+  EXPECT_EQ(placed["queue"].items[0]["role"].str(), "roll");
+  EXPECT_GT(placed["queue"].items[0]["ttl_ms"].integer(), 0);
+  EXPECT_EQ(placed["waiters"].integer(), 1);
 
   auto text = dlock({"status", "s"});
+  EXPECT_NE(text.out.find("roll     1. client "), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("held"), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("pid " + m[1].str()), std::string::npos) << text.out;
   waiter.process().signal(SIGTERM);
