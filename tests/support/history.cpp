@@ -177,10 +177,10 @@ struct Checker {
       }
       // The server granted `earlier` somewhere between its attempt's begin and `acquired`
       // (the client's return): a kill in that window may have come after the grant, with the
-      // reply read from the socket after the kill. A grant seen long after the restart came
-      // from the new, empty server, and that explains nothing.
-      if (f->outcome == fault::server_restart_empty && f->t >= earlier.tried &&
-          earlier.acquired <= f->end + ns(b.round_trip) && f->t <= later.acquired) {
+      // reply read from the socket after the kill. A grant seen only once the new, empty
+      // server was up may have come from that server, and then the restart explains nothing.
+      if (f->outcome == fault::server_restart_empty && f->t >= earlier.tried && earlier.acquired <= f->end &&
+          f->t <= later.acquired) {
         return f;
       }
     }

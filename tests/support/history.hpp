@@ -136,7 +136,7 @@ struct CheckReport {
 //                    server_restart_empty whose kill came after the earlier holder's attempt
 //                    began (the server may have granted the lock just before the kill and the
 //                    reply been read just after it) and before the later acquisition, with
-//                    the earlier acquisition seen no later than round_trip after the restart.
+//                    the earlier acquisition seen before the restarted server was up.
 //  fencing           in the resource's order, a write is accepted iff its token is >= the
 //                    highest accepted before it (so no accepted write is lower than an earlier
 //                    accepted one, and every stale write is rejected); and the tokens of
