@@ -9,7 +9,8 @@
 //   P{N}          string: the holder's owner token (the same token for every lock of the set)
 //   P{N}:fence    string: N's fencing counter; no TTL, never deleted
 //   P{N}:rel      string: the last releaser's owner token, for 30 s
-//   P{N}:ch       pub/sub channel: "released" after a release
+//   P{N}:ch       pub/sub channel: "released" after a release ("released <queue key>" after
+//                 an ordered try's give-back, see Deployment)
 //   P{N}:waiters  zset: the Mutex waiters' roll; a MultiLock waiter whose try finds N busy
 //                 adds the place "*" (shared by every MultiLock waiter, lapsing after about
 //                 two recheck intervals), so that a Mutex release that names waiting Clients
@@ -43,7 +44,9 @@
 // (by their first sorted name: the same order for every MultiLock), each group atomically. When
 // a group is busy, the groups this try took are released before the try reports busy, so a
 // MultiLock never waits while holding part of its set: two MultiLocks over overlapping names
-// cannot deadlock, whatever order their names were given in. Each group is renewed and
+// cannot deadlock, whatever order their names were given in. That release says "released
+// <the set's wait queue key>" on the groups' channels: it wakes other waiters as any message
+// does, while the waiter that gave them back sleeps on until its busy group is released. Each group is renewed and
 // released by its own script, and the loss of any group loses the Lease (its other groups are
 // released at once). Client::active_leases() counts such a hold once per slot group.
 #pragma once

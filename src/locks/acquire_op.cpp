@@ -64,10 +64,14 @@ class WaitQueue final : public Notifier::Listener, public std::enable_shared_fro
   // compatible client's own message, e.g. Redisson's "0"). For a lock with a waiters' roll,
   // 'released <id>' on this Client's own channel names it (mutex_release.lua): its turn, even
   // if this process released the lock itself a moment ago, so no holding back.
+  // A MultiLock's ordered try that gave back its first groups says 'released <this queue's
+  // key>' (multi_release.lua): that is this queue's own head, not the holder it waits for.
   void on_notification(std::string_view message) override {
     constexpr std::string_view named = "released ";
-    if (keeps_roll() && message.starts_with(named) && message.substr(named.size()) == core_.client_id()) {
-      core_.clear_courtesy(key_);
+    if (message.starts_with(named)) {
+      const std::string_view who = message.substr(named.size());
+      if (who == key_) return;
+      if (keeps_roll() && who == core_.client_id()) core_.clear_courtesy(key_);
     }
     wake();
   }

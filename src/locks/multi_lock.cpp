@@ -84,6 +84,7 @@ MultiLock::MultiLock(Client& client, std::vector<std::string> names, LeaseOption
   spec->hold.channel = keys_.front() + ":ch";
   auto ordered = std::make_shared<OrderedMultiSpec>();
   ordered->name = display_;
+  ordered->queue_key = queue_key_;
   ordered->groups = slot_groups(keys_);
   for (const auto& group : ordered->groups) ordered->holds.push_back(multi_hold_scripts(group));
   ordered->lease = lease;

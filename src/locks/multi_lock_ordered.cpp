@@ -105,6 +105,10 @@ class OrderedTry : public std::enable_shared_from_this<OrderedTry> {
       const HoldScripts& h = *spec_->holds[i];
       std::vector<std::string> args{owner_};
       args.insert(args.end(), h.release_extra.begin(), h.release_extra.end());
+      // Our own waiter listens on these channels too: it must not take this for a release by
+      // the holder it waits for, or it tries again at once, round after round, while that
+      // holder keeps a later group (multi_release.lua, ARGV[3+n]).
+      args.push_back("released " + spec_->queue_key);
       // Sent again while its outcome is unknown (idempotent_call.hpp): sent once right after a
       // connection error, it failed fast and the group sat out its TTL. The try reports after
       // each release's first answer.

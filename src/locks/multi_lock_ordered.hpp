@@ -30,6 +30,9 @@ class ClientCore;
 
 struct OrderedMultiSpec {
   std::string name;  // "a,b,c": for messages and Lease::name()
+  // The MultiLock's wait queue (<prefix>multi:{a}{b}...): a give-back announces itself with
+  // "released <queue_key>" so that this queue's own waiter does not wake on it.
+  std::string queue_key;
   // The lock keys of each slot group, in taking order.
   std::vector<std::vector<std::string>> groups;
   // How each group's hold is renewed and released (multi_renew / multi_release on its keys).

@@ -6,7 +6,12 @@
 --          (ClientCore::note_release), which must name the queue its next try waits in.
 -- ARGV[1]  owner token
 -- ARGV[2]  how long each release marker lives, in milliseconds
--- ARGV[3..] the locks' channels, in KEYS order   (P{N}:ch)
+-- ARGV[3..2+n] the locks' channels, in KEYS order   (P{N}:ch), n locks
+-- ARGV[3+n] the notification; optional, default 'released'. The ordered path (Cluster, keys
+--          across slots) gives back the groups it took before a busy one with 'released <its
+--          wait queue's key>': every other waiter wakes on it as on any message, and the
+--          giving waiter, which listens on these channels too, knows it for its own and sleeps
+--          on instead of trying again at once (acquire_op.cpp, WaitQueue::on_notification).
 -- Reply:   1  released (every lock was ours); no subscriber heard a notification
 --          2 + n  (n >= 1) released (every lock was ours), and the notifications reached up to
 --             n subscribers on one channel (waiting processes, the releaser's own included):
@@ -19,6 +24,7 @@
 -- still releases (waiters then notice at their recheck).
 local at = #KEYS % 2  -- KEYS[at + 2i - 1] is lock i, KEYS[at + 2i] its release marker
 local n = (#KEYS - at) / 2
+local message = ARGV[3 + n] or 'released'
 local mine = {}
 local count = 0
 for i = 1, n do
@@ -36,7 +42,7 @@ for i = 1, n do
   if mine[i] then
     redis.call('DEL', KEYS[at + 2 * i - 1])
     redis.call('SET', KEYS[at + 2 * i], ARGV[1], 'PX', ARGV[2])
-    local s = redis.pcall('PUBLISH', ARGV[2 + i], 'released')
+    local s = redis.pcall('PUBLISH', ARGV[2 + i], message)
     if type(s) == 'number' and s > heard then heard = s end
   end
 end

@@ -319,6 +319,41 @@ TEST_F(MultiLockTest, OneScriptUnlessOnClusterAcrossSlots) {
   EXPECT_EQ(dlock::detail::slot_groups(m.keys()).size(), 3u) << "a, b and c hash to three slots";
 }
 
+// A waiter whose try gave back the group it had taken (a later group was busy) hears its own
+// give-back on that group's channel, and must not take it for the release it waits for: before,
+// it tried again at once, three round trips per round, for as long as the busy lock was held.
+TEST_F(MultiLockTest, OrderedWaiterSleepsThroughItsOwnGiveBack) {
+  dlock::Client other(server->url());
+  dlock::Mutex mc(other, "c");
+  auto held_c = mc.acquire(no_wait());
+  ASSERT_TRUE(held_c.ok()) << held_c.error().what();
+  dlock::MultiLock m(*client, {"c", "a"});  // groups {a} then {c}: a is taken, c is busy
+  MultiLockAccess::force_ordered(m);
+  std::stop_source stop;
+  auto waiting = std::async(std::launch::async, [&] { return m.acquire(dlock::WaitOptions{30s, 30s}, stop.get_token()); });
+  struct Stop {
+    std::stop_source& s;
+    std::future<dlock::Result<dlock::Lease>>& f;
+    ~Stop() {
+      s.request_stop();
+      if (f.valid()) f.wait();
+    }
+  } stop_at_exit{stop, waiting};
+  ASSERT_TRUE(eventually([&] { return dlock::test::channel_subscribers(*raw, key_of("a") + ":ch") == 1; }, 3s));
+  std::this_thread::sleep_for(300ms);  // its try after subscribing
+  const long long before = dlock::test::script_calls(*raw);
+  std::this_thread::sleep_for(1000ms);
+  EXPECT_LE(dlock::test::script_calls(*raw) - before, 3) << "the waiter kept trying while c was held";
+  EXPECT_EQ(exists(key_of("a")), 0) << "a waiting MultiLock holds no part of its set";
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(held_c->release().ok());
+  ASSERT_EQ(waiting.wait_for(scaled(2s)), std::future_status::ready) << "the release of c did not wake it";
+  auto lease = waiting.get();
+  ASSERT_TRUE(lease.ok()) << lease.error().what();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, scaled(2s));
+  EXPECT_TRUE(lease->release().ok());
+}
+
 // All or nothing: a busy lock makes the try give back what it took BEFORE it reports busy, and
 // a waiting MultiLock holds no part of its set (a Mutex on one of its names gets in).
 TEST_F(MultiLockTest, OrderedAllOrNothingAndPartialHoldsReleasedAtOnce) {
