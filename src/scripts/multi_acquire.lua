@@ -44,7 +44,8 @@ if busy ~= nil then
     local until_ms = string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + ttl)
     for _, i in ipairs(busy_at) do
       local roll = KEYS[2 * n + i]
-      if type(redis.pcall('ZADD', roll, until_ms, '*')) == 'number' then
+      -- GT: a waiter with a shorter recheck interval never shortens another's place.
+      if type(redis.pcall('ZADD', roll, 'GT', until_ms, '*')) == 'number' then
         if redis.call('PEXPIRE', roll, ttl, 'GT') == 0 then redis.call('PEXPIRE', roll, ttl, 'NX') end
       end
     end

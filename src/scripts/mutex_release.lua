@@ -15,7 +15,8 @@
 -- Reply:   1  released; no waiter of another Client was woken (nobody waited, or the next
 --             place was the releaser's own)
 --          3  released; a waiter of another Client was named (or the '*' place woke every
---             waiting process): the releaser lets it go first
+--             waiting process): the releaser lets it go first (for '*', even when the only
+--             listener was the releasing Client itself: a hold-back of at most 2 ms, once)
 --          2 + n  (n >= 1) released without a roll (no KEYS[3]); 'released' reached n
 --             subscribers (waiting processes, the releaser's own included)
 --          2  already released by this same owner (a retried release whose first reply was lost)
