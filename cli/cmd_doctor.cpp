@@ -87,9 +87,11 @@ Check check_version(const Probe& c) {
   if (std::sscanf(v.c_str(), "%d.%d", &major, &minor) != 2) {
     return {"version", Status::unknown, "cannot read redis_version from INFO", ""};
   }
-  if (major > 6 || (major == 6 && minor >= 2)) return {"version", Status::ok, "Redis " + v, ""};
-  return {"version", Status::warn, "Redis " + v + " is older than 6.2, which dlock is tested with",
-          "upgrade to Redis 6.2 or later (7.x for ACL checks)"};
+  if (major >= 7) return {"version", Status::ok, "Redis " + v, ""};
+  // The scripts keep a waiters' roll's TTL with PEXPIRE ... GT / NX (7.0): on an older server a
+  // waiter's busy try fails with a script error.
+  return {"version", Status::fail, "Redis " + v + " is older than 7.0, which dlock's scripts need (PEXPIRE GT/NX)",
+          "upgrade to Redis 7.0 or later"};
 }
 
 Check check_eviction(const Probe& c) {

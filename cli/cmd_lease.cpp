@@ -176,8 +176,10 @@ int cmd_acquire(Context& ctx, const Args& args) {
     j.field("fencing_token", lease.token().value).field("ttl_ms", static_cast<long long>(ttl.count()));
     ctx.print_json(j);
   } else {
-    std::printf("DLOCK_OWNER=%s\nDLOCK_FENCING_TOKEN=%llu\n", shell_quote(lease.owner()).c_str(),
-                static_cast<unsigned long long>(lease.token().value));
+    // Exported: `eval "$(dlock acquire ...)"` must hand the owner to the `dlock extend` and
+    // `dlock release` processes the script runs next, which read it from their environment.
+    std::printf("DLOCK_OWNER=%s\nDLOCK_FENCING_TOKEN=%llu\nexport DLOCK_OWNER DLOCK_FENCING_TOKEN\n",
+                shell_quote(lease.owner()).c_str(), static_cast<unsigned long long>(lease.token().value));
   }
   // A Lease releases in its destructor, and so does the Client for what it still holds: end
   // the process without running either, so the lock stays held for its TTL. A Redlock's

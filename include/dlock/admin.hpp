@@ -75,8 +75,9 @@ struct LockInfo {
   // semaphore acquisition. Empty: free.
   std::vector<LockHolder> holders;
   // Waiters the server knows of, in order: a FairLock's queue (head first; expired places
-  // included, with ttl <= 0), a SharedMutex's live writer intents, a Mutex's live places on its
-  // roll (next first; a place is one waiting Client, whatever its number of waiting threads).
+  // included, with ttl <= 0), a SharedMutex's live writer intents, a held Mutex's live places
+  // on its roll (next first; a place is one waiting Client, whatever its number of waiting
+  // threads; a free Mutex shows none: its kind is read from the lock key).
   // Other kinds' waiters only subscribe: see subscribers.
   std::vector<LockWaiter> waiters;
   // PUBSUB NUMSUB of P{N}:ch: processes (Clients) waiting on the lock's channel, plus holders

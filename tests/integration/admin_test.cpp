@@ -74,7 +74,7 @@ TEST_F(AdminTest, MutexHolderAndSubscribedWaiter) {
   auto info = inspect_ok(*client, "m");
   EXPECT_EQ(info.waiters[0].role, LockWaiter::Role::roll);
   EXPECT_FALSE(info.waiters[0].id.empty());
-  EXPECT_GT(info.waiters[0].ttl, 10s);
+  EXPECT_GT(info.waiters[0].ttl, 0s);  // refreshed only at the waiter's rechecks (4-6 s)
   EXPECT_LE(info.waiters[0].ttl, 13s);
   EXPECT_EQ(info.kind, LockKind::mutex);
   EXPECT_EQ(info.redis_type, "string");
