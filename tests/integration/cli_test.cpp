@@ -406,6 +406,7 @@ class CliTest : public ::testing::Test {
 
   std::optional<RedisServer> server;
   std::optional<RawConnection> raw;
+  const std::string& binary() const { return binary_; }
 
  private:
   std::string binary_;
@@ -738,6 +739,20 @@ TEST_F(CliTest, ExtendSetsANewTtlForTheOwner) {
   EXPECT_GT(raw->cmd_int({"PTTL", key("ext")}), 50000);
   EXPECT_EQ(dlock({"extend", "ext", "--ttl", "1s"}, {{"DLOCK_OWNER", foreign_token()}}).exit_code, 77);
   EXPECT_EQ(dlock({"release", "ext"}, {{"DLOCK_OWNER", owner}}).exit_code, 0);
+}
+
+// The README's shell example, run by a real shell: eval exports the owner, so the extend and
+// release that follow (processes of their own) find it without being given it.
+TEST_F(CliTest, AcquireEvaluatedByAShellHandsTheOwnerToLaterCommands) {
+  const std::string script =
+      "unset DLOCK_OWNER DLOCK_FENCING_TOKEN\n"
+      "eval \"$(\"$0\" --redis \"$1\" acquire shellish --ttl 30s)\" || exit 90\n"
+      "test -n \"$DLOCK_FENCING_TOKEN\" || exit 91\n"
+      "\"$0\" --redis \"$1\" extend shellish --ttl 60s || exit 92\n"
+      "\"$0\" --redis \"$1\" release shellish || exit 93\n";
+  auto r = dlock::test::run_command({"/bin/sh", "-c", script, binary(), server->url()}, env_with({}), 30s);
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(raw->cmd({"EXISTS", key("shellish")}), "0") << "not released";
 }
 
 // ------------------------------------------------------------------ inspection and repair
