@@ -6,13 +6,16 @@ namespace dlock {
 namespace {
 
 Error bad(std::string_view url, const std::string& why) {
-  // Mask the password: everything between "://user:" and the last '@' before the hosts.
+  // Mask the password as parse_url does (url.cpp): the userinfo ends at the URL's last '@';
+  // everything in it after its first ':' is the password, or all of it when it has no ':'.
   std::string shown(url);
   auto scheme_end = shown.find("://");
   auto at = shown.rfind('@');
   if (scheme_end != std::string::npos && at != std::string::npos && at > scheme_end) {
-    auto colon = shown.find(':', scheme_end + 3);
-    if (colon != std::string::npos && colon < at) shown.replace(colon + 1, at - colon - 1, "***");
+    const std::size_t from = scheme_end + 3;
+    auto colon = shown.find(':', from);
+    const std::size_t secret = colon != std::string::npos && colon < at ? colon + 1 : from;
+    shown.replace(secret, at - secret, "***");
   }
   return Error(errc::invalid_argument, "bad Redis URL '" + shown + "': " + why);
 }
@@ -53,6 +56,13 @@ Result<Deployment> parse_deployment_url(std::string_view url) {
   }
 
   std::string_view rest = url.substr(sep + 3);
+  // The userinfo first, up to the LAST '@' (as parse_url does): a password may hold '/', '?'
+  // or ','; the hosts, path and query never hold '@'.
+  std::string_view userinfo;
+  if (auto at = rest.rfind('@'); at != std::string_view::npos) {
+    userinfo = rest.substr(0, at + 1);
+    rest = rest.substr(at + 1);
+  }
   std::string_view query;
   if (auto q = rest.find('?'); q != std::string_view::npos) {
     query = rest.substr(q);
@@ -62,11 +72,6 @@ Result<Deployment> parse_deployment_url(std::string_view url) {
   if (auto slash = rest.find('/'); slash != std::string_view::npos) {
     path = rest.substr(slash + 1);
     rest = rest.substr(0, slash);
-  }
-  std::string_view userinfo;
-  if (auto at = rest.rfind('@'); at != std::string_view::npos) {
-    userinfo = rest.substr(0, at + 1);
-    rest = rest.substr(at + 1);
   }
 
   std::string db_part;

@@ -48,6 +48,30 @@ TEST(DeploymentUrlTest, BadForms) {
   auto masked = parse_deployment_url("redis-cluster://:hunter2@h:99999");
   ASSERT_FALSE(masked.ok());
   EXPECT_EQ(masked.error().what().find("hunter2"), std::string::npos) << masked.error().what();
+  // A userinfo without ':' is all secret, as parse_url masks it.
+  for (const char* url : {"redis-cluster://hunter2@h:99999", "redis-sentinel://hunter2@h:1", "redis-cluster://al:hunter2@h:1/0",
+                          "redis-sentinel://:hun/ter2@h:x/m"}) {
+    auto m = parse_deployment_url(url);
+    ASSERT_FALSE(m.ok()) << url;
+    EXPECT_EQ(m.error().what().find("hunter2"), std::string::npos) << m.error().what();
+    EXPECT_EQ(m.error().what().find("ter2"), std::string::npos) << m.error().what();
+  }
+}
+
+// Passwords keep parse_url's lenient rules: the userinfo ends at the last '@', so '/', '?' and
+// ',' inside it are the password's, not a path, a query or a host list.
+TEST(DeploymentUrlTest, PasswordsWithSlashCommaAndQuestionMark) {
+  auto s = parse_deployment_url("redis-sentinel://:pa/s?s,w@h1:26379,h2:26380/mymaster/2");
+  ASSERT_TRUE(s.ok()) << s.error().what();
+  ASSERT_EQ(s->nodes.size(), 2u);
+  EXPECT_EQ(s->nodes[0].password, "pa/s?s,w");
+  EXPECT_EQ(s->nodes[1].password, "pa/s?s,w");
+  EXPECT_EQ(s->master_name, "mymaster");
+  EXPECT_EQ(s->nodes[0].db, 2);
+  auto c = parse_deployment_url("redis-cluster://u:pa/ss@h1:7000,h2:7001");
+  ASSERT_TRUE(c.ok()) << c.error().what();
+  EXPECT_EQ(c->nodes[1].user, "u");
+  EXPECT_EQ(c->nodes[1].password, "pa/ss");
 }
 
 }  // namespace
