@@ -39,6 +39,13 @@ Redlock::Redlock(const std::vector<Client*>& nodes, std::string name, LeaseOptio
     if (std::count(nodes.begin(), nodes.end(), nodes[i]) > 1) {
       throw_error(errc::invalid_argument, "Redlock node " + nodes[i]->address().display() + " is given twice");
     }
+    // Two Clients of one server are one master counted twice: the quorum would be a lie.
+    for (std::size_t j = 0; j < i; ++j) {
+      if (nodes[j] != nullptr && nodes[j]->address().display() == nodes[i]->address().display()) {
+        throw_error(errc::invalid_argument, "Redlock node " + nodes[i]->address().display() +
+                                                " is given twice: the masters must be independent servers");
+      }
+    }
   }
   if (auto ok = validate_lock_name(name_); !ok) throw_error(ok.code(), ok.error().what());
   if (auto ok = validate_lease(lease); !ok) throw_error(ok.code(), ok.error().what());
@@ -55,10 +62,30 @@ Redlock::Redlock(const std::vector<Client*>& nodes, std::string name, LeaseOptio
 
 Redlock::~Redlock() = default;  // ThreadHolds releases what lock() took
 
+namespace {
+
+// The comma that ends the URL starting at urls[0]: the first one followed (after spaces) by a
+// scheme ("redis://", "rediss://", "unix://"), so that a password may hold a ','.
+std::size_t next_url_comma(std::string_view urls) {
+  for (std::size_t comma = urls.find(','); comma != std::string_view::npos; comma = urls.find(',', comma + 1)) {
+    std::string_view next = urls.substr(comma + 1);
+    while (!next.empty() && next.front() == ' ') next.remove_prefix(1);
+    const std::size_t sep = next.find("://");
+    if (sep != std::string_view::npos && sep > 0 &&
+        std::all_of(next.begin(), next.begin() + static_cast<std::ptrdiff_t>(sep),
+                    [](char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); })) {
+      return comma;
+    }
+  }
+  return std::string_view::npos;
+}
+
+}  // namespace
+
 std::vector<std::unique_ptr<Client>> Redlock::connect(std::string_view urls, const ClientOptions& options) {
   std::vector<std::unique_ptr<Client>> out;
   while (!urls.empty()) {
-    const std::size_t comma = urls.find(',');
+    const std::size_t comma = next_url_comma(urls);
     std::string_view url = urls.substr(0, comma);
     while (!url.empty() && url.front() == ' ') url.remove_prefix(1);
     while (!url.empty() && url.back() == ' ') url.remove_suffix(1);
@@ -69,6 +96,14 @@ std::vector<std::unique_ptr<Client>> Redlock::connect(std::string_view urls, con
   }
   if (out.empty() || out.size() % 2 == 0) {
     throw_error(errc::invalid_argument, "Redlock needs an odd number of node URLs (got " + std::to_string(out.size()) + ")");
+  }
+  for (std::size_t i = 1; i < out.size(); ++i) {
+    for (std::size_t j = 0; j < i; ++j) {
+      if (out[i]->address().display() == out[j]->address().display()) {
+        throw_error(errc::invalid_argument, "Redlock node " + out[i]->address().display() +
+                                                " is given twice: the masters must be independent servers");
+      }
+    }
   }
   return out;
 }

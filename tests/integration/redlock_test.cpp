@@ -72,6 +72,15 @@ TEST_F(RedlockTest, ValidatesItsArguments) {
   EXPECT_EQ(lock.key(), key_of("x"));
   auto from_urls = dlock::Redlock::connect(group.urls()[0] + "," + group.urls()[1] + " , " + group.urls()[2]);
   EXPECT_EQ(from_urls.size(), 3u);
+  // One server three times is one master, not a quorum of three.
+  dlock::Client again1(group.urls()[0]), again2(group.urls()[0]);
+  EXPECT_THROW(dlock::Redlock({p[0], &again1, &again2}, "x"), std::system_error);
+  EXPECT_THROW(dlock::Redlock::connect(group.urls()[0] + "," + group.urls()[0] + "," + group.urls()[1]), std::system_error);
+  // A ',' in a password is the password's: a URL ends only where the next scheme begins.
+  const std::string port = group.urls()[0].substr(group.urls()[0].rfind(':') + 1);
+  auto with_comma = dlock::Redlock::connect("redis://:pa,ss@127.0.0.1:" + port + "," + group.urls()[1] + "," + group.urls()[2]);
+  ASSERT_EQ(with_comma.size(), 3u);
+  EXPECT_EQ(with_comma[0]->address().password, "pa,ss");
 }
 
 TEST_F(RedlockTest, TakesTheKeyOnEveryNodeAndReleasesEverywhere) {
