@@ -2,6 +2,7 @@
 
 #include <charconv>
 
+#include "dlock/clock.hpp"
 #include "dlock/duration.hpp"
 
 namespace dlock::cli {
@@ -99,6 +100,14 @@ std::chrono::milliseconds parse_duration_arg(std::string_view option, std::strin
   auto d = dlock::parse_duration(text);
   if (!d) throw UsageError(std::string(option) + ": " + d.error().what() + " (examples: 250ms, 30s, 5m, 1m30s)");
   return *d;
+}
+
+std::chrono::milliseconds parse_ttl_arg(std::string_view option, std::string_view text) {
+  const auto d = parse_duration_arg(option, text);
+  if (d > dlock::max_duration) {
+    throw UsageError(std::string(option) + ": " + std::string(text) + " is longer than 100 years, dlock's limit for a lease");
+  }
+  return d;
 }
 
 int parse_exit_code_arg(std::string_view option, std::string_view text) {

@@ -51,6 +51,9 @@ ParsedArgs parse_args(const std::vector<std::string>& args, const std::vector<Op
 
 // A duration option through dlock::parse_duration; UsageError names the option on failure.
 std::chrono::milliseconds parse_duration_arg(std::string_view option, std::string_view text);
+// A lease length (--ttl, --grace): as parse_duration_arg, and at most dlock::max_duration (100
+// years), the library's limit for a TTL; longer is a usage error, not a failed acquisition.
+std::chrono::milliseconds parse_ttl_arg(std::string_view option, std::string_view text);
 // An exit-code option: an integer 0..255.
 int parse_exit_code_arg(std::string_view option, std::string_view text);
 // The library's lock-name rules (1-512 bytes, no braces, no control characters).

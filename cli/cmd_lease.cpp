@@ -147,7 +147,7 @@ int cmd_acquire(Context& ctx, const Args& args) {
   if (a.positionals.size() > 1) throw UsageError("too many arguments");
   const auto ttl_text = a.last("--ttl");
   if (!ttl_text) throw UsageError("acquire needs --ttl DUR (the lock is not renewed)");
-  const milliseconds ttl = parse_duration_arg("--ttl", *ttl_text);
+  const milliseconds ttl = parse_ttl_arg("--ttl", *ttl_text);
   if (ttl.count() <= 0) throw UsageError("--ttl must be positive");
   const auto wait = wait_option(a);
   if (auto k = replicas_option(a)) {
@@ -195,7 +195,7 @@ int cmd_extend(Context& ctx, const Args& args) {
   const std::string owner = owner_argument(a, 1);
   const auto ttl_text = a.last("--ttl");
   if (!ttl_text) throw UsageError("extend needs --ttl DUR");
-  const milliseconds ttl = parse_duration_arg("--ttl", *ttl_text);
+  const milliseconds ttl = parse_ttl_arg("--ttl", *ttl_text);
   if (ttl.count() <= 0) throw UsageError("--ttl must be positive");
 
   const std::string key = ctx.key(name);

@@ -75,8 +75,8 @@ RunSettings parse_settings(Context& ctx, const Args& args) {
     ctx.set_replication_ack(*k);
   }
   s.wait = wait_option(a);
-  if (auto v = a.last("--ttl")) s.ttl = parse_duration_arg("--ttl", *v);
-  if (auto v = a.last("--grace")) s.grace = parse_duration_arg("--grace", *v);
+  if (auto v = a.last("--ttl")) s.ttl = parse_ttl_arg("--ttl", *v);
+  if (auto v = a.last("--grace")) s.grace = parse_ttl_arg("--grace", *v);
   if (auto v = a.last("--conflict-exit-code")) s.conflict_code = parse_exit_code_arg("--conflict-exit-code", *v);
   if (auto v = a.last("--lost-exit-code")) s.lost_code = parse_exit_code_arg("--lost-exit-code", *v);
   if (s.ttl.count() <= 0) throw UsageError("--ttl must be positive");

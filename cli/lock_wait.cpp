@@ -158,6 +158,15 @@ WaitOutcome wait_for_lock(Context& ctx, LockTarget& target, std::optional<millis
     out.lease.emplace(std::move(*r));
   } else {
     out.error = r.error();
+    // errc::timeout is either "the wait ran out" or "a command got no reply within the command
+    // timeout": a server that accepts connections but does not answer. Only the first means the
+    // lock is taken (exit 75, which --conflict-exit-code may even turn into success); a timeout
+    // before the wait's end is the server's silence, reported as unreachable (69).
+    if (out.error.code == dlock::errc::timeout && out.signal == 0 &&
+        (!wait || wait->count() == 0 || out.waited + milliseconds(5) < *wait)) {
+      out.error = dlock::Error(dlock::errc::connection,
+                               out.error.what() + " (the server did not answer: the lock's state is unknown)");
+    }
     // not_replicated: the library took the lock, then sent its release (fail closed) and
     // reported at once; the same wait makes sure that release is not dropped as we exit.
     if (out.signal != 0 || out.error.code == dlock::errc::not_replicated) settle_cancelled_attempt(ctx.client());

@@ -443,6 +443,9 @@ TEST_F(CliTest, UsageErrorsExit64) {
       {"run", "x", "--read", "--take", "1", "--", "true"},
       {"run", "never-made", "--kind", "semaphore", "--", "true"},  // no size stored, none given
       {"acquire", "x", "--ttl", "5s", "--kind", "rw"},            // acquire is for mutexes
+      {"acquire", "x", "--ttl", "1000000h"},                      // beyond 100 years: not exit 76
+      {"run", "x", "--ttl", "1000000h", "--", "true"},
+      {"extend", "x", foreign_token(), "--ttl", "1000000h"},
   };
   for (const auto& args : bad) {
     auto r = dlock(args);
@@ -739,6 +742,18 @@ TEST_F(CliTest, ExtendSetsANewTtlForTheOwner) {
   EXPECT_GT(raw->cmd_int({"PTTL", key("ext")}), 50000);
   EXPECT_EQ(dlock({"extend", "ext", "--ttl", "1s"}, {{"DLOCK_OWNER", foreign_token()}}).exit_code, 77);
   EXPECT_EQ(dlock({"release", "ext"}, {{"DLOCK_OWNER", owner}}).exit_code, 0);
+}
+
+// A server that accepts connections but does not answer: the acquire's command times out long
+// before the wait would. That is no busy lock: exit 69, never the conflict code (which a job
+// runner may have set to 0, "someone else runs it").
+TEST_F(CliTest, SilentServerIsUnreachableNotAConflict) {
+  server->pause();
+  auto r = dlock({"run", "silent", "--wait", "60s", "--conflict-exit-code", "0", "--", "true"});
+  auto once = dlock({"run", "silent", "--no-wait", "--", "true"});
+  server->resume();
+  EXPECT_EQ(r.exit_code, 69) << describe(r);
+  EXPECT_EQ(once.exit_code, 69) << describe(once);
 }
 
 // The README's shell example, run by a real shell: eval exports the owner, so the extend and
