@@ -75,6 +75,22 @@ inline Result<void> validate_lease(const LeaseOptions& o) {
   if (o.at_risk_margin.count() < 0 || o.at_risk_margin >= o.ttl) {
     return Error(errc::invalid_argument, "at-risk margin must be shorter than the lease TTL");
   }
+  // The same checks on the values in effect (zero picks a default, LeaseTiming::from): a lease
+  // whose validity (TTL minus drift allowance) is gone before it is returned, or whose renewal
+  // comes after its validity ended, would be lost every time, whatever the server does.
+  const milliseconds drift = o.drift_allowance.count() > 0 ? o.drift_allowance : o.ttl / 100 + milliseconds(2);
+  if (drift >= o.ttl) {
+    return Error(errc::invalid_argument, "a lease TTL of " + std::to_string(o.ttl.count()) +
+                                             " ms leaves no validity after the drift allowance (" +
+                                             std::to_string(drift.count()) + " ms): use a longer TTL");
+  }
+  const milliseconds renew = o.renew_interval.count() > 0 ? o.renew_interval : o.ttl / 3;
+  if (o.mode == LeaseMode::watchdog && renew >= o.ttl - drift) {
+    return Error(errc::invalid_argument, "renew interval (" + std::to_string(renew.count()) +
+                                             " ms) must be shorter than the lease's validity: TTL " +
+                                             std::to_string(o.ttl.count()) + " ms minus drift allowance " +
+                                             std::to_string(drift.count()) + " ms");
+  }
   // As for ClientOptions::replication_ack: Redis reads WAIT's timeout 0 as "block forever".
   if (o.replication_ack && o.replication_ack->replicas > 0 && o.replication_ack->timeout.count() <= 0) {
     return Error(errc::invalid_argument, "replication_ack.timeout must be positive, not " +

@@ -146,4 +146,40 @@ TEST(KeyPrefix, ControlCharactersAndDelRejected) {
   expect_prefix_rejected("app\x7f:");
 }
 
+
+// Lease options are checked as they take effect (defaults filled in): a lease that would be lost
+// every time, whatever the server does, is an invalid argument.
+TEST(LeaseOptionsCheck, ValidityAndRenewalInEffect) {
+  using dlock::detail::validate_lease;
+  using std::chrono::milliseconds;
+  auto with = [](milliseconds ttl, milliseconds renew, milliseconds drift) {
+    dlock::LeaseOptions o;
+    o.ttl = ttl;
+    o.renew_interval = renew;
+    o.drift_allowance = drift;
+    return o;
+  };
+  EXPECT_TRUE(validate_lease(dlock::LeaseOptions{}).ok());
+  // 4 ms: 2 ms of validity, a renewal after 1 ms. 3 ms: 1 ms of validity, a renewal after 1 ms.
+  EXPECT_TRUE(validate_lease(with(milliseconds(4), milliseconds(0), milliseconds(0))).ok());
+  EXPECT_FALSE(validate_lease(with(milliseconds(3), milliseconds(0), milliseconds(0))).ok());
+  for (auto ttl : {milliseconds(1), milliseconds(2)}) {  // default drift: ttl/100 + 2 ms >= ttl
+    auto r = validate_lease(with(ttl, milliseconds(0), milliseconds(0)));
+    ASSERT_FALSE(r.ok()) << ttl.count();
+    EXPECT_EQ(r.error().code, dlock::errc::invalid_argument);
+    EXPECT_NE(r.error().what().find("drift allowance"), std::string::npos) << r.error().what();
+  }
+  // 30 s TTL, default drift 302 ms: a renewal at 29.8 s comes after the validity's end.
+  auto late = validate_lease(with(milliseconds(30000), milliseconds(29800), milliseconds(0)));
+  ASSERT_FALSE(late.ok());
+  EXPECT_NE(late.error().what().find("renew interval (29800 ms)"), std::string::npos) << late.error().what();
+  EXPECT_TRUE(validate_lease(with(milliseconds(30000), milliseconds(29600), milliseconds(0))).ok());
+  EXPECT_FALSE(validate_lease(with(milliseconds(30000), milliseconds(15000), milliseconds(20000))).ok());
+  EXPECT_FALSE(validate_lease(with(milliseconds(30000), milliseconds(0), milliseconds(20000))).ok());  // ttl/3 = 10 s
+  // A fixed lease is never renewed: only its validity counts.
+  auto fixed = with(milliseconds(30000), milliseconds(0), milliseconds(25000));
+  fixed.mode = dlock::LeaseMode::fixed_ttl;
+  EXPECT_TRUE(validate_lease(fixed).ok());
+}
+
 }  // namespace
