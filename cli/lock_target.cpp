@@ -97,19 +97,26 @@ std::string describe_spec(const LockSpec& spec) {
 
 LockTarget::LockTarget(dlock::Client& client, std::string name, const LockSpec& spec, const dlock::LeaseOptions& lease)
     : client_(client), name_(std::move(name)), spec_(spec) {
-  switch (spec_.kind) {
-    case Kind::mutex: mutex_ = std::make_unique<dlock::Mutex>(client, name_, lease); break;
-    case Kind::reentrant: {
-      dlock::ReentrantMutex::Options o;
-      o.lease = lease;
-      reentrant_ = std::make_unique<dlock::ReentrantMutex>(client, name_, o);
-      break;
+  // The library refuses what it cannot hold (a lease the drift allowance eats, say) with
+  // invalid_argument: the command line asked for it, so it is a usage error, as with --redlock.
+  try {
+    switch (spec_.kind) {
+      case Kind::mutex: mutex_ = std::make_unique<dlock::Mutex>(client, name_, lease); break;
+      case Kind::reentrant: {
+        dlock::ReentrantMutex::Options o;
+        o.lease = lease;
+        reentrant_ = std::make_unique<dlock::ReentrantMutex>(client, name_, o);
+        break;
+      }
+      case Kind::fair: fair_ = std::make_unique<dlock::FairLock>(client, name_, lease); break;
+      case Kind::rw: rw_ = std::make_unique<dlock::SharedMutex>(client, name_, lease); break;
+      case Kind::semaphore:
+        semaphore_ = std::make_unique<dlock::Semaphore>(client, name_, spec_.permits.value_or(1), lease);
+        break;
     }
-    case Kind::fair: fair_ = std::make_unique<dlock::FairLock>(client, name_, lease); break;
-    case Kind::rw: rw_ = std::make_unique<dlock::SharedMutex>(client, name_, lease); break;
-    case Kind::semaphore:
-      semaphore_ = std::make_unique<dlock::Semaphore>(client, name_, spec_.permits.value_or(1), lease);
-      break;
+  } catch (const std::system_error& e) {
+    if (e.code() != dlock::errc::invalid_argument) throw;
+    throw UsageError(e.what());
   }
 }
 
