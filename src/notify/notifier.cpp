@@ -41,7 +41,12 @@ void Notifier::subscribe(const std::string& channel, Listener* listener, Confirm
     return;
   }
   ch.on_confirm.push_back(std::move(confirmed));
-  if (inserted) send_subscribe(channel, ch, false);
+  // Neither confirmed nor in flight: the last SUBSCRIBE was refused (an ACL without channel
+  // rights) or its connection is down. Ask again: a refusal must reach this listener too (it
+  // then waits by rechecking), instead of leaving it parked until a reconnect that may never
+  // come. A connection that is down queues the command; on_connection_state skips a channel in
+  // flight.
+  if (inserted || !ch.in_flight) send_subscribe(channel, ch, false);
 }
 
 void Notifier::send_subscribe(const std::string& name, Channel& ch, bool resubscribe, const ServerAddress* to,

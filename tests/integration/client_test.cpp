@@ -539,6 +539,37 @@ TEST_F(ClientAcl, UserWithoutChannelRightsAcquiresReleasesAndWaiterRechecks) {
   ASSERT_TRUE(second->release().ok());
 }
 
+// Two wait queues of one Client on one channel (a Mutex and a MultiLock of the same name;
+// likewise two SharedMutex readers, a Semaphore's two queues): the second subscribes after the
+// first's SUBSCRIBE was refused. It must hear the refusal too and wait by rechecking; it was
+// parked until a reconnect, and lock() hung for good.
+TEST_F(ClientAcl, SecondWaiterOnARefusedChannelRechecksToo) {
+  Client holder(url_for("nochan"));
+  Client waiters(url_for("nochan"));
+  dlock::Mutex mh(holder, "acl-nochan2");
+  auto lease = acquire_within(mh, dlock::WaitOptions{2000ms, 500ms});
+  ASSERT_TRUE(lease.ok()) << describe(lease);
+  dlock::Mutex mw(waiters, "acl-nochan2");
+  dlock::MultiLock multi(waiters, {"acl-nochan2"});
+  auto first = std::async(std::launch::async, [&] { return acquire_within(mw, dlock::WaitOptions{8000ms, 300ms}, 12000ms); });
+  std::this_thread::sleep_for(300ms);  // its SUBSCRIBE was refused; it rechecks
+  auto second = std::async(std::launch::async, [&] {
+    auto l = multi.acquire(dlock::WaitOptions{8000ms, 300ms});
+    if (l.ok()) (void)l->release();
+    return l.ok() ? Result<void>{} : Result<void>(l.error());
+  });
+  std::this_thread::sleep_for(300ms);
+  ASSERT_TRUE(lease->release().ok());
+  // Both get the lock in turn, at their rechecks.
+  ASSERT_EQ(first.wait_for(5000ms), std::future_status::ready);
+  auto one = first.get();
+  ASSERT_TRUE(one.ok()) << describe(one);
+  ASSERT_TRUE(one->release().ok());
+  ASSERT_EQ(second.wait_for(5000ms), std::future_status::ready) << "the MultiLock waiter is parked";
+  auto two = second.get();
+  EXPECT_TRUE(two.ok()) << two.error().what();
+}
+
 TEST_F(ClientAcl, UserGivenByOptionsAcquires) {
   ClientOptions o;
   o.user.emplace("locker");
