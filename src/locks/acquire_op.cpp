@@ -206,7 +206,7 @@ class AcquireOp final : public std::enable_shared_from_this<AcquireOp> {
         waiting();
         timer_.expires_at(at);
         timer_.async_wait([self = shared_from_this()](std::error_code ec) {
-          if (!ec && self->state_ == State::sleeping) self->try_after_courtesy();
+          if (!ec && self->state_ == State::sleeping && !self->past_deadline()) self->try_after_courtesy();
         });
         return;
       }
@@ -216,6 +216,7 @@ class AcquireOp final : public std::enable_shared_from_this<AcquireOp> {
 
   void try_after_courtesy() {
     state_ = State::trying;
+    try_sent_ = BootClock::now();
     seen_generation_ = queue_ ? queue_->generation() : 0;
     TryContext ctx;
     ctx.subscribed = queue_ && queue_->confirmed() && !unsubscribed_try_;
@@ -237,6 +238,7 @@ class AcquireOp final : public std::enable_shared_from_this<AcquireOp> {
   }
 
   void on_attempt(Attempt a) {
+    last_round_trip_ = BootClock::now() - try_sent_;
     // The try that acquired left the roll (none of this Client's waiters remained behind it).
     if (roll_try_ && leaves_roll_ && a.kind == Attempt::Kind::acquired && queue_) queue_->set_on_roll(false);
     if (state_ == State::done) {
@@ -278,13 +280,30 @@ class AcquireOp final : public std::enable_shared_from_this<AcquireOp> {
     // The holder's TTL bounds the wait: a crashed holder's key expires without a notification.
     if (holder_ttl && holder_ttl->count() >= 0) d = std::min<BootClock::duration>(d, *holder_ttl + milliseconds(1));
     BootClock::time_point at = now + d;
-    if (deadline_) at = std::min(at, *deadline_);
+    if (deadline_) {
+      // The last try goes out about one try's round trip before the deadline, so that its
+      // answer is in by then (a release by a client that publishes nothing is still noticed at
+      // the end of a short wait); once that time has passed, the sleep runs to the deadline and
+      // the wait ends there (past_deadline), without a try the deadline would not bound.
+      const auto last_try = *deadline_ - last_round_trip_;
+      at = std::min(at, last_try > now ? last_try : *deadline_);
+    }
     state_ = State::sleeping;
     waiting();
     timer_.expires_at(at);
     timer_.async_wait([self = shared_from_this()](std::error_code ec) {
-      if (!ec && self->state_ == State::sleeping) self->try_now();
+      if (!ec && self->state_ == State::sleeping && !self->past_deadline()) self->try_now();
     });
+  }
+
+  // A sleep that ends at the deadline ends the wait: a try sent then would not be bounded by it
+  // (the deadline timer leaves sleeping waiters to their own timer), and on a slow or paused
+  // server the caller would get its timeout up to a command timeout late. The last try was sent
+  // before (see sleep()).
+  bool past_deadline() {
+    if (!deadline_ || BootClock::now() < *deadline_) return false;
+    finish(Error(errc::timeout, "timed out waiting for " + req_.what));
+    return true;
   }
 
   // The wait may be long: a blocking caller need not poll for its result any more.
@@ -323,6 +342,8 @@ class AcquireOp final : public std::enable_shared_from_this<AcquireOp> {
   BootTimer timer_;           // sleeping between tries
   BootTimer deadline_timer_;  // the caller's deadline
   std::optional<BootClock::time_point> deadline_;
+  BootClock::time_point try_sent_{};           // when the current (or last) try was sent
+  BootClock::duration last_round_trip_{};      // how long the last try took
   std::shared_ptr<WaitQueue> queue_;
   State state_ = State::queued;
   bool single_ = false;

@@ -150,8 +150,12 @@ Result<Lease> Redlock::acquire(WaitOptions wait, std::stop_token stop) {
   // milliseconds. It holds back for hold_back_after_release() of its own tries' round trip: the
   // price of a handoff within this process when nobody else waits.
   bool after_holder = place.after_holder();
+  bool tried = false;
   while (true) {
     if (stop.stop_requested()) return Error(errc::cancelled, "waiting for " + what + " was cancelled");
+    // A sleep or pause that ended at the deadline ends the wait: one more try would not be
+    // bounded by it (with nodes slow or paused, up to a command timeout late).
+    if (tried && deadline && Steady::now() >= *deadline) return Error(errc::timeout, "timed out waiting for " + what);
     RedlockWakeups* wakeups = place.wakeups();
     if (after_holder && wakeups) {
       after_holder = false;
@@ -167,6 +171,7 @@ Result<Lease> Redlock::acquire(WaitOptions wait, std::stop_token stop) {
     const std::uint64_t seen = wakeups ? wakeups->generation() : 0;
     const auto sent = Steady::now();
     RedlockTry t = try_blocking(spec_);
+    tried = true;
     place.note_try_round_trip(Steady::now() - sent);
     if (t.kind == RedlockTry::Kind::acquired) {
       Lease lease(std::move(t.lease));
@@ -196,7 +201,14 @@ Result<Lease> Redlock::acquire(WaitOptions wait, std::stop_token stop) {
     auto d = std::chrono::duration_cast<Steady::duration>(recheck * jitter_between(0.8, 1.2));
     // The holders' TTL bounds the wait: a crashed holder's keys expire without a notification.
     if (t.holder_ttl) d = std::min<Steady::duration>(d, *t.holder_ttl + milliseconds(1));
-    wakeups->sleep(seen, bounded(now + d), stop);
+    // As in acquire_op.cpp (sleep): the last try goes out about one try's round trip before the
+    // deadline; after that time the sleep runs to the deadline, and the wait ends there.
+    Steady::time_point until = now + d;
+    if (deadline) {
+      const auto last_try = *deadline - place.last_try_round_trip();
+      until = std::min(until, last_try > now ? last_try : *deadline);
+    }
+    wakeups->sleep(seen, until, stop);
   }
 }
 

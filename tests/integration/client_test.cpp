@@ -728,6 +728,35 @@ TEST(ClientFailure, AcquireWithTimeoutOnPausedServerReturns) {
   EXPECT_TRUE(works_again_within(c, 5000ms, &last)) << last;
 }
 
+// The server stops answering while a waiter sleeps towards its deadline: the wait still ends at
+// the deadline. Its last try goes out about one round trip before the deadline and is bounded
+// by it; before, the sleep ran to the deadline and then sent a try nothing bounded, and the
+// caller got its timeout a command timeout (3 s) late.
+TEST(ClientFailure, ServerPausedDuringTheLastSleepStillEndsTheWaitAtItsDeadline) {
+  RedisServer server;
+  Client holder_client(server.url());
+  Client c(server.url());  // command_timeout 3000 ms
+  dlock::Mutex held(holder_client, "paused-sleep");
+  auto lease = acquire_within(held, dlock::WaitOptions{500ms, 500ms});
+  ASSERT_TRUE(lease.ok()) << describe(lease);
+  dlock::Mutex m(c, "paused-sleep");
+  // Warm up: subscriber connection up, scripts loaded (a try that finds it busy).
+  EXPECT_TRUE(HasCode(m.acquire(dlock::WaitOptions{0ms, 500ms}), errc::busy));
+  std::optional<Result<dlock::Lease>> got;
+  const auto t0 = SteadyClock::now();
+  std::thread waiter([&] { got.emplace(acquire_within(m, dlock::WaitOptions{1000ms, 5000ms}, 10000ms)); });
+  std::this_thread::sleep_for(400ms);  // its tries found the lock busy; it sleeps to the deadline
+  server.pause();
+  {
+    ResumeOnExit resume{server};
+    waiter.join();
+  }
+  const auto took = since(t0);
+  ASSERT_TRUE(got.has_value());
+  EXPECT_TRUE(HasCode(*got, errc::timeout)) << describe(*got);
+  EXPECT_LT(took, 1800ms) << "a 1 s wait on a server paused during its sleep returned after " << took.count() << " ms";
+}
+
 TEST(ClientFailure, ServerKilledFailsInFlightPromptlyAndReconnects) {
   RedisServer server;
   ClientOptions o;
