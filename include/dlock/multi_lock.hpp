@@ -31,8 +31,9 @@
 // GET P{N}:fence while the lease is held).
 //
 // The names are sorted and deduplicated; names() gives that order. Waiters of one process on
-// one MultiLock (same set of names) queue in order; a waiter is woken by the release of any of
-// its locks. A release that woke waiters of other Clients holds the releasing Client's own next
+// one MultiLock (same set of names) queue in order; a waiter is woken by the release of the lock
+// its last try found busy (the first busy one of the set; while a try is in flight, by any of
+// them), and rechecks at WaitOptions::recheck_interval or that lock's TTL. A release that woke waiters of other Clients holds the releasing Client's own next
 // try on the set back for about two round trips, so Clients take turns rather than the releasing
 // one winning every race. Not guaranteed: fairness (a MultiLock can wait long while single locks
 // of its set keep changing hands), and exclusion across a Redis failover.

@@ -17,22 +17,24 @@ namespace dlock::detail {
 class AcquireOp;
 
 // The process-local queue of waiters for one lock. Loop thread only.
-class WaitQueue final : public Notifier::Listener, public std::enable_shared_from_this<WaitQueue> {
+class WaitQueue final : public std::enable_shared_from_this<WaitQueue> {
  public:
   WaitQueue(ClientCore& core, std::string key, const AcquireRequest& req)
       : core_(core), key_(std::move(key)), channels_{req.channel}, withdraw_(req.withdraw) {
     channels_.insert(channels_.end(), req.extra_channels.begin(), req.extra_channels.end());
+    lock_channels_ = channels_.size();
     // A kind with a waiters' roll names this Client's waiter on a channel of its own, so a
     // release wakes no other process (mutex_release.lua).
     if (withdraw_) channels_.push_back(req.channel + ":" + core_.client_id());
+    for (std::size_t i = 0; i < channels_.size(); ++i) listeners_.push_back(std::make_unique<ChannelListener>(this, i));
     const auto& watched = req.watch_keys.empty() ? std::vector<std::string>{req.key} : req.watch_keys;
     for (const auto& k : watched) {
       keyspace_channels_.push_back("__keyspace@" + std::to_string(core_.address().db) + "__:" + k);
     }
   }
-  ~WaitQueue() override {
+  ~WaitQueue() {
     if (!subscribed_) return;
-    for (const auto& ch : channels_) core_.notifier().unsubscribe(ch, this);
+    for (std::size_t i = 0; i < channels_.size(); ++i) core_.notifier().unsubscribe(channels_[i], listeners_[i].get());
     if (keyspace_subscribed_) {
       for (const auto& ch : keyspace_channels_) core_.notifier().unsubscribe(ch, &keyspace_listener_);
     }
@@ -66,24 +68,41 @@ class WaitQueue final : public Notifier::Listener, public std::enable_shared_fro
   // if this process released the lock itself a moment ago, so no holding back.
   // A MultiLock's ordered try that gave back its first groups says 'released <this queue's
   // key>' (multi_release.lua): that is this queue's own head, not the holder it waits for.
-  void on_notification(std::string_view message) override {
+  // `channel`: its index in channels_.
+  void on_notification(std::size_t channel, std::string_view message) {
     constexpr std::string_view named = "released ";
     if (message.starts_with(named)) {
       const std::string_view who = message.substr(named.size());
       if (who == key_) return;
       if (keeps_roll() && who == core_.client_id()) core_.clear_courtesy(key_);
     }
+    if (only_ && channel < lock_channels_ && channel != *only_) return;
     wake();
   }
-  void on_resubscribed() override { wake(); }
+
+  // Until the next try, only a message on the request's channel `i` wakes (Attempt::
+  // busy_channel); listen_to_all() while a try is in flight, so that a release it raced is heard.
+  void listen_only(std::size_t i) noexcept { only_ = i < lock_channels_ ? std::optional<std::size_t>(i) : std::nullopt; }
+  void listen_to_all() noexcept { only_.reset(); }
 
  private:
   void wake();
   friend struct KeyspaceListener;
 
+  struct ChannelListener final : Notifier::Listener {
+    WaitQueue* queue;
+    std::size_t index;
+    ChannelListener(WaitQueue* q, std::size_t i) : queue(q), index(i) {}
+    void on_notification(std::string_view message) override { queue->on_notification(index, message); }
+    void on_resubscribed() override { queue->wake(); }
+  };
+
   ClientCore& core_;
   std::string key_;
   std::vector<std::string> channels_;
+  std::size_t lock_channels_ = 0;  // channels_[0, lock_channels_): the request's own; then this Client's
+  std::vector<std::unique_ptr<ChannelListener>> listeners_;  // one per channel, same order
+  std::optional<std::size_t> only_;
   std::vector<std::string> keyspace_channels_;
   bool keyspace_subscribed_ = false;
   std::size_t unconfirmed_ = 0;
@@ -218,6 +237,7 @@ class AcquireOp final : public std::enable_shared_from_this<AcquireOp> {
     state_ = State::trying;
     try_sent_ = BootClock::now();
     seen_generation_ = queue_ ? queue_->generation() : 0;
+    if (queue_) queue_->listen_to_all();
     TryContext ctx;
     ctx.subscribed = queue_ && queue_->confirmed() && !unsubscribed_try_;
     roll_try_ = ctx.subscribed && queue_->keeps_roll();
@@ -271,6 +291,7 @@ class AcquireOp final : public std::enable_shared_from_this<AcquireOp> {
     if (deadline_ && now >= *deadline_) return finish(Error(errc::timeout, "timed out waiting for " + req_.what));
     // A release announced while the try was in flight: try again at once.
     if (queue_->generation() != seen_generation_) return try_now();
+    if (a.busy_channel) queue_->listen_only(*a.busy_channel);
     sleep(now, a.holder_ttl);
   }
 
@@ -362,6 +383,7 @@ void WaitQueue::push(const std::shared_ptr<AcquireOp>& op) { ops_.push_back(op);
 
 void WaitQueue::remove(AcquireOp* op, bool acquired, std::optional<milliseconds> holder_ttl) {
   const bool was_head = is_head(op);
+  if (was_head) only_.reset();  // the next head's tries decide again what it waits for
   for (auto it = ops_.begin(); it != ops_.end(); ++it) {
     if (it->get() == op) {
       ops_.erase(it);
@@ -399,8 +421,8 @@ void WaitQueue::subscribe_then(std::function<void()> then) {
     for (const auto& ch : keyspace_channels_) core_.notifier().subscribe(ch, &keyspace_listener_, [](const Error&) {});
   }
   unconfirmed_ = channels_.size();
-  for (const auto& ch : channels_) {
-    core_.notifier().subscribe(ch, this, [self = weak_from_this()](const Error&) {
+  for (std::size_t i = 0; i < channels_.size(); ++i) {
+    core_.notifier().subscribe(channels_[i], listeners_[i].get(), [self = weak_from_this()](const Error&) {
       // Even when a subscription failed we go on: every wait is bounded by the recheck
       // interval, and the subscription is retried after the connection comes back.
       auto q = self.lock();

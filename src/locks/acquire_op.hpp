@@ -38,6 +38,12 @@ struct Attempt {
   // set, the next local waiter tries at once if it is > 0 or a release was announced while this
   // try was in flight, instead of waiting for the next release. Unset (one-holder kinds): waits.
   std::optional<long long> room_left;
+  // busy, for requests over several locks (MultiLock): which of the request's channels
+  // ({channel, extra_channels...}) belongs to the lock that was busy. Until the next try, only a
+  // message on that channel wakes the waiter: a release of a lock it found free cannot help, and
+  // an ordered MultiLock's give-back (its momentary hold released) would otherwise wake every
+  // other MultiLock waiter over an overlapping set, which gives back in turn, round after round.
+  std::optional<std::size_t> busy_channel;
 };
 
 // What the wait tells one try. Only kinds that keep a waiters' roll in Redis (Mutex) read it.

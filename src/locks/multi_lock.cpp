@@ -86,6 +86,7 @@ MultiLock::MultiLock(Client& client, std::vector<std::string> names, LeaseOption
   ordered->name = display_;
   ordered->queue_key = queue_key_;
   ordered->groups = slot_groups(keys_);
+  ordered->keys = keys_;
   for (const auto& group : ordered->groups) ordered->holds.push_back(multi_hold_scripts(group));
   ordered->lease = lease;
   single_slot_ = ordered->groups.size() == 1;

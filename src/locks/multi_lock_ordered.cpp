@@ -1,5 +1,7 @@
 #include "locks/multi_lock_ordered.hpp"
 
+#include <algorithm>
+
 #include "client_core.hpp"
 #include "io/command.hpp"
 #include "locks/idempotent_call.hpp"
@@ -80,10 +82,18 @@ class OrderedTry : public std::enable_shared_from_this<OrderedTry> {
         if (taken_ == 0) token_ = FencingToken{static_cast<std::uint64_t>(rep[1].integer())};
         ++taken_;
         return next();
-      case 0:
+      case 0: {
         a.kind = Attempt::Kind::busy;
         if (rep[1].integer() >= 0) a.holder_ttl = milliseconds(rep[1].integer());
+        const auto& group = spec_->groups[taken_];
+        if (rep.size() == 3 && rep[2].is_integer() && rep[2].integer() >= 1 &&
+            static_cast<std::size_t>(rep[2].integer()) <= group.size()) {
+          const std::string& busy = group[static_cast<std::size_t>(rep[2].integer() - 1)];
+          const auto at = std::find(spec_->keys.begin(), spec_->keys.end(), busy);
+          if (at != spec_->keys.end()) a.busy_channel = static_cast<std::size_t>(at - spec_->keys.begin());
+        }
         return give_back(taken_, std::move(a));
+      }
       default: {
         const std::string bad_key = rep.size() == 3 && rep[2].is_string() ? rep[2].str() : spec_->groups[taken_].front();
         a.error = Error(errc::wrong_type,

@@ -35,6 +35,8 @@ struct OrderedMultiSpec {
   std::string queue_key;
   // The lock keys of each slot group, in taking order.
   std::vector<std::vector<std::string>> groups;
+  // Every lock key, sorted: the order of the request's channels (Attempt::busy_channel).
+  std::vector<std::string> keys;
   // How each group's hold is renewed and released (multi_renew / multi_release on its keys).
   std::vector<std::shared_ptr<const HoldScripts>> holds;
   LeaseOptions lease;

@@ -129,6 +129,11 @@ AttemptFn script_attempt(std::shared_ptr<ClientCore> core, std::shared_ptr<const
                      } else if (code == 0) {
                        a.kind = Attempt::Kind::busy;
                        if (rep[1].integer() >= 0) a.holder_ttl = milliseconds(rep[1].integer());
+                       // A set's script (multi_acquire.lua, the kind with place_keys) says which
+                       // of its locks was busy.
+                       if (!spec->place_keys.empty() && rep.size() == 3 && rep[2].is_integer() && rep[2].integer() >= 1) {
+                         a.busy_channel = static_cast<std::size_t>(rep[2].integer() - 1);
+                       }
                      } else {
                        // A third element names the offending key when the script takes several.
                        const std::string bad_key =

@@ -13,8 +13,8 @@
 -- Reply:   {1, token}  acquired; token is the new fencing token of the FIRST lock. Every
 --                      lock's own counter was incremented too: while held, GET P{N}:fence is
 --                      the token of lock N.
---          {0, pttl}   some lock is held; pttl is the remaining TTL of the first held one
---                      (-1: no expiry)
+--          {0, pttl, i}  some lock is held; pttl is the remaining TTL of the first held one
+--                      (-1: no expiry), i its position in the set (1-based, KEYS order)
 --          {-1, type, key}  that lock key holds a value of another type
 -- Nothing is written unless every lock is free, so no MultiLock ever holds a part of its set
 -- and two MultiLocks over overlapping sets cannot deadlock.
@@ -23,14 +23,14 @@
 -- fails (issue #6: Redis calls per EVALSHA cost throughput).
 local placing = ARGV[3] ~= nil and ARGV[3] ~= ''
 local n = placing and #KEYS / 3 or #KEYS / 2
-local busy = nil
+local busy, first_busy = nil, nil
 local busy_at = {}
 for i = 1, n do
   local key = KEYS[2 * i - 1]
   local v = redis.pcall('GET', key)
   if type(v) == 'table' and v.err then return {-1, redis.call('TYPE', key)['ok'], key} end
   if v then
-    if busy == nil then busy = redis.call('PTTL', key) end
+    if busy == nil then busy, first_busy = redis.call('PTTL', key), i end
     busy_at[#busy_at + 1] = i
   end
 end
@@ -50,7 +50,7 @@ if busy ~= nil then
       end
     end
   end
-  return {0, busy}
+  return {0, busy, first_busy}
 end
 -- Counters first (seeded from the server's clock in microseconds when missing, as
 -- mutex_acquire does), locks last: a failure here leaves no lock set. INCR answers 1 only on a

@@ -354,6 +354,74 @@ TEST_F(MultiLockTest, OrderedWaiterSleepsThroughItsOwnGiveBack) {
   EXPECT_TRUE(lease->release().ok());
 }
 
+// Two ordered MultiLocks over overlapping sets, each blocked on a lock of its own ({a,c} on c,
+// {a,d} on d): each one's give-back of a is heard by the other. Before a waiter listened only to
+// the lock it found busy, the two woke each other round after round while c and d were held.
+TEST_F(MultiLockTest, OrderedWaitersOverOverlappingSetsDoNotWakeEachOther) {
+  dlock::Client other(server->url()), second(server->url());
+  dlock::Mutex mc(other, "c"), md(other, "d");
+  auto held_c = mc.acquire(no_wait());
+  auto held_d = md.acquire(no_wait());
+  ASSERT_TRUE(held_c.ok() && held_d.ok());
+  dlock::MultiLock ac(*client, {"a", "c"}), ad(second, {"a", "d"});
+  MultiLockAccess::force_ordered(ac);
+  MultiLockAccess::force_ordered(ad);
+  std::stop_source stop;
+  auto one = std::async(std::launch::async, [&] { return ac.acquire(dlock::WaitOptions{30s, 30s}, stop.get_token()); });
+  auto two = std::async(std::launch::async, [&] { return ad.acquire(dlock::WaitOptions{30s, 30s}, stop.get_token()); });
+  struct Stop {
+    std::stop_source& s;
+    ~Stop() { s.request_stop(); }
+  } stop_at_exit{stop};
+  ASSERT_TRUE(eventually([&] { return dlock::test::channel_subscribers(*raw, key_of("a") + ":ch") == 2; }, 3s));
+  std::this_thread::sleep_for(300ms);
+  const long long before = dlock::test::script_calls(*raw);
+  std::this_thread::sleep_for(1000ms);
+  EXPECT_LE(dlock::test::script_calls(*raw) - before, 6) << "the two waiters kept waking each other";
+  ASSERT_TRUE(held_c->release().ok());
+  ASSERT_EQ(one.wait_for(scaled(2s)), std::future_status::ready) << "the release of c did not wake {a,c}";
+  auto got_one = one.get();
+  ASSERT_TRUE(got_one.ok()) << got_one.error().what();
+  ASSERT_TRUE(got_one->release().ok());
+  ASSERT_TRUE(held_d->release().ok());
+  ASSERT_EQ(two.wait_for(scaled(2s)), std::future_status::ready) << "the release of d did not wake {a,d}";
+  auto got_two = two.get();
+  ASSERT_TRUE(got_two.ok()) << got_two.error().what();
+  EXPECT_TRUE(got_two->release().ok());
+}
+
+// A MultiLock waiter blocked on b is not woken by every release of a, which it found free.
+TEST_F(MultiLockTest, WaiterIsWokenOnlyByTheLockItFoundBusy) {
+  dlock::Client other(server->url());
+  dlock::Mutex mb(other, "b"), ma(other, "a");
+  auto held_b = mb.acquire(no_wait());
+  ASSERT_TRUE(held_b.ok()) << held_b.error().what();
+  dlock::MultiLock m(*client, {"a", "b"});
+  std::stop_source stop;
+  auto waiting = std::async(std::launch::async, [&] { return m.acquire(dlock::WaitOptions{30s, 30s}, stop.get_token()); });
+  struct Stop {
+    std::stop_source& s;
+    ~Stop() { s.request_stop(); }
+  } stop_at_exit{stop};
+  ASSERT_TRUE(eventually([&] { return dlock::test::channel_subscribers(*raw, key_of("b") + ":ch") == 1; }, 3s));
+  std::this_thread::sleep_for(300ms);
+  const long long before = dlock::test::script_calls(*raw);
+  constexpr int kChurn = 100;
+  for (int i = 0; i < kChurn; ++i) {
+    auto l = ma.acquire(no_wait());
+    ASSERT_TRUE(l.ok()) << l.error().what();
+    ASSERT_TRUE(l->release().ok());
+  }
+  std::this_thread::sleep_for(100ms);
+  // The churn's own acquire and release scripts, and at most a few of the waiter's tries.
+  EXPECT_LE(dlock::test::script_calls(*raw) - before, 2 * kChurn + 3) << "woken by releases of a lock it found free";
+  ASSERT_TRUE(held_b->release().ok());
+  ASSERT_EQ(waiting.wait_for(scaled(2s)), std::future_status::ready) << "the release of b did not wake it";
+  auto got = waiting.get();
+  ASSERT_TRUE(got.ok()) << got.error().what();
+  EXPECT_TRUE(got->release().ok());
+}
+
 // All or nothing: a busy lock makes the try give back what it took BEFORE it reports busy, and
 // a waiting MultiLock holds no part of its set (a Mutex on one of its names gets in).
 TEST_F(MultiLockTest, OrderedAllOrNothingAndPartialHoldsReleasedAtOnce) {
