@@ -21,6 +21,7 @@ class WaitQueue final : public std::enable_shared_from_this<WaitQueue> {
  public:
   WaitQueue(ClientCore& core, std::string key, const AcquireRequest& req)
       : core_(core), key_(std::move(key)), channels_{req.channel}, withdraw_(req.withdraw) {
+    wake_only_on_ = req.wake_only_on;
     channels_.insert(channels_.end(), req.extra_channels.begin(), req.extra_channels.end());
     lock_channels_ = channels_.size();
     // A kind with a waiters' roll names this Client's waiter on a channel of its own, so a
@@ -77,6 +78,7 @@ class WaitQueue final : public std::enable_shared_from_this<WaitQueue> {
       if (keeps_roll() && who == core_.client_id()) core_.clear_courtesy(key_);
     }
     if (only_ && channel < lock_channels_ && channel != *only_) return;
+    if (wake_only_on_ != nullptr && message != wake_only_on_) return;
     wake();
   }
 
@@ -103,6 +105,7 @@ class WaitQueue final : public std::enable_shared_from_this<WaitQueue> {
   std::size_t lock_channels_ = 0;  // channels_[0, lock_channels_): the request's own; then this Client's
   std::vector<std::unique_ptr<ChannelListener>> listeners_;  // one per channel, same order
   std::optional<std::size_t> only_;
+  const char* wake_only_on_ = nullptr;  // AcquireRequest::wake_only_on
   std::vector<std::string> keyspace_channels_;
   bool keyspace_subscribed_ = false;
   std::size_t unconfirmed_ = 0;
@@ -112,6 +115,7 @@ class WaitQueue final : public std::enable_shared_from_this<WaitQueue> {
     WaitQueue* queue;
     explicit KeyspaceListener(WaitQueue* q) : queue(q) {}
     void on_notification(std::string_view event) override {
+      if (queue->wake_only_on_ != nullptr) return;
       if (event == "del" || event == "expired" || event == "evicted") queue->wake();
     }
     void on_resubscribed() override { queue->wake(); }

@@ -82,6 +82,10 @@ struct AcquireRequest {
   // still have a place on the roll (it gave up, or acquired with others behind it who then gave
   // up), to give the place back. A plain function: no allocation per acquisition. Null: no roll.
   void (*withdraw)(ClientCore& core, const std::string& key, std::string_view waiter) = nullptr;
+  // Only this message on the lock's channels wakes the waiters (keyspace events do not either):
+  // a Semaphore's waiters above its limit, for whom no release can make room, only a resize
+  // ("resized", sem_set_limit.lua). Null: any message. A string literal (never freed).
+  const char* wake_only_on = nullptr;
   // Called on the loop thread whenever the acquisition starts waiting for a release (queued
   // behind another waiter of this process, or a try found the lock busy): a blocking caller
   // stops polling for its result (SyncWait::park). May be empty.

@@ -102,6 +102,7 @@ void Semaphore::start(std::size_t k, WaitOptions wait, std::function<void(Result
   // marker error, and the wait goes on in the over-limit queue (see over_limit_queue).
   AcquireRequest moved = req;  // the same try (one spec), waiting in the other queue
   moved.key = key_ + over_limit_queue;
+  moved.wake_only_on = "resized";  // a release never makes room for more than the limit
   auto over = std::make_shared<bool>(false);
   req.attempt = [inner = std::move(req.attempt), over](const TryContext& ctx, std::function<void(Attempt)> report) {
     inner(ctx, [over, report = std::move(report)](Attempt a) {

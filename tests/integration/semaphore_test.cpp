@@ -373,6 +373,33 @@ TEST_F(SemaphoreTest, HeadOfLineBlockingWithinAClient) {
 
 // A request above the limit would block its queue until the limit is raised: it waits aside,
 // and later requests of the same Client are served meanwhile. Raising the limit serves it.
+// A waiter above the limit can only be helped by a resize: the releases of other holders do not
+// wake it (each woke it to a try that could only fail).
+TEST_F(SemaphoreTest, WaiterAboveTheLimitSleepsThroughReleases) {
+  dlock::Client hc(server->url());
+  dlock::Semaphore churn(hc, "over-quiet", 2);
+  dlock::Semaphore sem(*client, "over-quiet", 2);
+  Waiter huge(sem, 3, dlock::WaitOptions{8000ms, 10000ms});
+  ASSERT_TRUE(eventually([&] { return dlock::test::channel_subscribers(*raw, sem.key() + ":ch") == 1; }, 3000ms));
+  std::this_thread::sleep_for(200ms);
+  const long long before = dlock::test::script_calls(*raw);
+  constexpr int kChurn = 100;
+  for (int i = 0; i < kChurn; ++i) {
+    auto l = churn.acquire(1, no_wait());
+    ASSERT_TRUE(l.ok()) << l.error().what();
+    ASSERT_TRUE(l->release().ok());
+  }
+  std::this_thread::sleep_for(100ms);
+  EXPECT_LE(dlock::test::script_calls(*raw) - before, 2 * kChurn + 2) << "woken by releases that cannot make room";
+  ASSERT_FALSE(huge.done());
+  const auto t0 = SteadyClock::now();
+  ASSERT_TRUE(churn.set_permits(3).ok());
+  ASSERT_EQ(huge.result.wait_for(scaled(5s)), std::future_status::ready) << "the resize did not wake it";
+  auto [h, th] = huge.result.get();
+  ASSERT_TRUE(h.ok()) << h.error().what();
+  EXPECT_LT(th - t0, scaled(700ms));
+}
+
 TEST_F(SemaphoreTest, RequestAboveTheLimitBlocksNobody) {
   dlock::Client hc(server->url());
   dlock::Semaphore holder(hc, "over", 2);
