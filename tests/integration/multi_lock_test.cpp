@@ -331,14 +331,7 @@ TEST_F(MultiLockTest, OrderedWaiterSleepsThroughItsOwnGiveBack) {
   MultiLockAccess::force_ordered(m);
   std::stop_source stop;
   auto waiting = std::async(std::launch::async, [&] { return m.acquire(dlock::WaitOptions{30s, 30s}, stop.get_token()); });
-  struct Stop {
-    std::stop_source& s;
-    std::future<dlock::Result<dlock::Lease>>& f;
-    ~Stop() {
-      s.request_stop();
-      if (f.valid()) f.wait();
-    }
-  } stop_at_exit{stop, waiting};
+  dlock::test::StopAtExit<std::future<dlock::Result<dlock::Lease>>> stop_at_exit{stop, &waiting};
   ASSERT_TRUE(eventually([&] { return dlock::test::channel_subscribers(*raw, key_of("a") + ":ch") == 1; }, 3s));
   std::this_thread::sleep_for(300ms);  // its try after subscribing
   const long long before = dlock::test::script_calls(*raw);
@@ -369,10 +362,7 @@ TEST_F(MultiLockTest, OrderedWaitersOverOverlappingSetsDoNotWakeEachOther) {
   std::stop_source stop;
   auto one = std::async(std::launch::async, [&] { return ac.acquire(dlock::WaitOptions{30s, 30s}, stop.get_token()); });
   auto two = std::async(std::launch::async, [&] { return ad.acquire(dlock::WaitOptions{30s, 30s}, stop.get_token()); });
-  struct Stop {
-    std::stop_source& s;
-    ~Stop() { s.request_stop(); }
-  } stop_at_exit{stop};
+  dlock::test::StopAtExit<> stop_at_exit{stop};
   ASSERT_TRUE(eventually([&] { return dlock::test::channel_subscribers(*raw, key_of("a") + ":ch") == 2; }, 3s));
   std::this_thread::sleep_for(300ms);
   const long long before = dlock::test::script_calls(*raw);
@@ -399,10 +389,7 @@ TEST_F(MultiLockTest, WaiterIsWokenOnlyByTheLockItFoundBusy) {
   dlock::MultiLock m(*client, {"a", "b"});
   std::stop_source stop;
   auto waiting = std::async(std::launch::async, [&] { return m.acquire(dlock::WaitOptions{30s, 30s}, stop.get_token()); });
-  struct Stop {
-    std::stop_source& s;
-    ~Stop() { s.request_stop(); }
-  } stop_at_exit{stop};
+  dlock::test::StopAtExit<> stop_at_exit{stop};
   ASSERT_TRUE(eventually([&] { return dlock::test::channel_subscribers(*raw, key_of("b") + ":ch") == 1; }, 3s));
   std::this_thread::sleep_for(300ms);
   const long long before = dlock::test::script_calls(*raw);

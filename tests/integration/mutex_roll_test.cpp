@@ -309,14 +309,7 @@ void MutexRollTest::multi_lock_waiter_gets_its_turn(const std::string& name, boo
   ASSERT_EQ(dlock::detail::MultiLockAccess::ordered(multi), ordered);
   std::stop_source stop;
   auto result = std::async(std::launch::async, [&] { return multi.acquire(patient, stop.get_token()); });
-  struct Stop {
-    std::stop_source& s;
-    std::future<dlock::Result<dlock::Lease>>& f;
-    ~Stop() {
-      s.request_stop();
-      if (f.valid()) f.wait();
-    }
-  } stop_at_exit{stop, result};
+  dlock::test::StopAtExit<std::future<dlock::Result<dlock::Lease>>> stop_at_exit{stop, &result};
   ASSERT_TRUE(eventually([&] { return roll(name).size() == 3; }, 3000ms)) << "the MultiLock waiter took no place";
   EXPECT_EQ(roll(name), (std::vector<std::string>{"first", "*", "last"}));
   EXPECT_TRUE(roll(name + "_b").empty()) << "a place on the roll of a lock that was free";

@@ -3,7 +3,9 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <stop_token>
 #include <thread>
+#include <type_traits>
 
 namespace dlock::test {
 
@@ -36,5 +38,19 @@ bool eventually(Pred pred, std::chrono::milliseconds timeout,
     std::this_thread::sleep_for(step);
   }
 }
+
+// At scope exit, stops a wait running on another thread (its stop_source) and, with a
+// future, waits for it: a failed assertion returns early while the wait is still going.
+template <class Future = void>
+struct StopAtExit {
+  std::stop_source& stop;
+  Future* future = nullptr;
+  ~StopAtExit() {
+    stop.request_stop();
+    if constexpr (!std::is_void_v<Future>) {
+      if (future != nullptr && future->valid()) future->wait();
+    }
+  }
+};
 
 }  // namespace dlock::test
