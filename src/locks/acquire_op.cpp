@@ -310,8 +310,14 @@ class AcquireOp final : public std::enable_shared_from_this<AcquireOp> {
       // answer is in by then (a release by a client that publishes nothing is still noticed at
       // the end of a short wait); once that time has passed, the sleep runs to the deadline and
       // the wait ends there (past_deadline), without a try the deadline would not bound.
+      // One such last try: a faster answer to it must not make room for another.
       const auto last_try = *deadline_ - last_round_trip_;
-      at = std::min(at, last_try > now ? last_try : *deadline_);
+      if (!last_try_planned_ && last_try > now) {
+        if (last_try <= at) last_try_planned_ = true;
+        at = std::min(at, last_try);
+      } else {
+        at = std::min(at, *deadline_);
+      }
     }
     state_ = State::sleeping;
     waiting();
@@ -369,6 +375,7 @@ class AcquireOp final : public std::enable_shared_from_this<AcquireOp> {
   std::optional<BootClock::time_point> deadline_;
   BootClock::time_point try_sent_{};           // when the current (or last) try was sent
   BootClock::duration last_round_trip_{};      // how long the last try took
+  bool last_try_planned_ = false;              // the sleep before the wait's last try was set
   std::shared_ptr<WaitQueue> queue_;
   State state_ = State::queued;
   bool single_ = false;
