@@ -99,9 +99,13 @@ struct Pending {
 
 std::optional<milliseconds> wait_option(const ParsedArgs& a) {
   std::optional<milliseconds> wait;
+  const char* given = nullptr;  // the first of the two options seen
   for (const auto& [name, value] : a.options) {
-    if (name == "--no-wait") wait = milliseconds(0);
-    else if (name == "--wait") wait = parse_duration_arg("--wait", value);
+    if (name != "--no-wait" && name != "--wait") continue;
+    // "--wait 10s --no-wait" is a script or alias fighting itself: which one wins is a guess.
+    if (given != nullptr && name != given) throw UsageError("--wait and --no-wait cannot be used together");
+    given = name == "--wait" ? "--wait" : "--no-wait";
+    wait = name == "--wait" ? parse_duration_arg("--wait", value) : milliseconds(0);
   }
   return wait;
 }

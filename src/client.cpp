@@ -19,8 +19,14 @@ Result<void> validate(const ClientOptions& o) {
   if (o.connections_per_node == 0 || o.connections_per_node > 64) {
     return Error(errc::invalid_argument, "connections_per_node must be 1-64");
   }
-  if (o.client_name.find_first_of(" \r\n") != std::string::npos) {
-    return Error(errc::invalid_argument, "client_name must not contain spaces or newlines");
+  // Redis refuses CLIENT SETNAME with any byte outside '!'..'~'; the handshake treats SETNAME
+  // as optional, so such a name would be dropped without a word.
+  for (unsigned char c : o.client_name) {
+    if (c < '!' || c > '~') {
+      return Error(errc::invalid_argument,
+                   "client_name must be printable ASCII without spaces (Redis refuses other names), got '" +
+                       o.client_name + "'");
+    }
   }
   if (o.max_queued_commands == 0) return Error(errc::invalid_argument, "max_queued_commands must be positive");
   for (auto [what, d] : {std::pair{"connect_timeout", o.connect_timeout}, std::pair{"command_timeout", o.command_timeout},

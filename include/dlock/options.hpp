@@ -96,8 +96,8 @@ struct ClientOptions {
   // Command connections per node. Commands from all threads are pipelined over these; there is
   // no connection per lock or per thread. The subscriber connection comes on top.
   unsigned connections_per_node = 1;
-  // Sent as CLIENT SETNAME, so operators can see dlock clients in CLIENT LIST. Must not contain
-  // spaces. Empty: no SETNAME.
+  // Sent as CLIENT SETNAME, so operators can see dlock clients in CLIENT LIST. Printable ASCII
+  // ('!'..'~') only, as Redis requires; no spaces, tabs or other bytes. Empty: no SETNAME.
   std::string client_name = "dlock";
   // Prefix of every key and channel dlock writes. No braces (the lock name is the hash tag).
   std::string key_prefix = "dlock:";

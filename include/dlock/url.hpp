@@ -21,8 +21,9 @@ struct ServerAddress {
   std::string host = "127.0.0.1";  // tcp: host name or IP literal (IPv6 without brackets)
   std::uint16_t port = 6379;       // tcp only
   std::string path;                // unix_socket only: the socket's file path
-  std::string user;                // empty: AUTH with password alone (the "default" user)
-  std::string password;            // empty: no AUTH
+  std::string user;                // empty: AUTH with password alone (the "default" user);
+                                   // set: "AUTH user password", even with an empty password
+  std::string password;            // empty, and no user: no AUTH
   int db = 0;                      // SELECT index, 0..(2^31-1)
   TlsOptions tls;                  // rediss://: tls.enabled and the URL's TLS parameters
 
@@ -52,7 +53,8 @@ struct ServerAddress {
 // opened here: the Client opens them and rejects unreadable ones with errc::invalid_argument.
 //
 // User and password are percent-decoded. Anything else (another scheme, empty host, port 0 or
-// above 65535, non-numeric port or db, trailing garbage, a relative unix path) is
+// above 65535, non-numeric port or db, trailing garbage, a relative unix path, an unbracketed
+// IPv6 address, a numeric host that is not plain dotted-decimal IPv4 such as 010.0.0.1) is
 // errc::invalid_argument with a message that quotes the URL with its password masked.
 // Never blocks; does no name resolution.
 Result<ServerAddress> parse_url(std::string_view url);

@@ -118,10 +118,10 @@ void Connection::handshake() {
   const std::string& user = options_.user ? *options_.user : address_.user;
   const std::string& password = options_.password ? *options_.password : address_.password;
   std::vector<std::vector<std::string>> steps;
-  if (!password.empty()) {
-    if (user.empty()) steps.push_back({"AUTH", password});
-    else steps.push_back({"AUTH", user, password});
-  }
+  // A named user is authenticated even with an empty password ("redis://alice:@h", a `nopass`
+  // user): without AUTH the connection would silently run as the default user, with its rights.
+  if (!user.empty()) steps.push_back({"AUTH", user, password});
+  else if (!password.empty()) steps.push_back({"AUTH", password});
   if (address_.db != 0) steps.push_back({"SELECT", std::to_string(address_.db)});
   if (!options_.client_name.empty()) steps.push_back({"CLIENT", "SETNAME", options_.client_name});
   if (steps.empty()) {

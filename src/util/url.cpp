@@ -212,8 +212,7 @@ bool all_digits(std::string_view text) {
   return true;
 }
 
-// A textual IPv6 address (RFC 4291 section 2.2): up to eight groups of 1-4 hex digits, at most
-// one "::", optionally ending in a dotted IPv4 address that counts as two groups.
+// A dotted-decimal IPv4 address: four numbers 0-255, no leading zeros.
 bool valid_ipv4(std::string_view s) {
   int parts = 0;
   std::size_t i = 0;
@@ -232,6 +231,8 @@ bool valid_ipv4(std::string_view s) {
   return parts == 4;
 }
 
+// A textual IPv6 address (RFC 4291 section 2.2): up to eight groups of 1-4 hex digits, at most
+// one "::", optionally ending in a dotted IPv4 address that counts as two groups.
 bool valid_ipv6(std::string_view s) {
   if (s.empty()) return false;
   int groups = 0;
@@ -270,6 +271,26 @@ bool valid_ipv6(std::string_view s) {
     }
   }
   return double_colon ? groups <= 7 : groups == 8;
+}
+
+// Whether the system resolver would read `host` as a number rather than a name: every
+// dot-separated label is decimal digits or 0x-hex (inet_aton(3) forms, which getaddrinfo
+// accepts: "010.0.0.1" is 8.0.0.1, "127.1" is 127.0.0.1). A top-level domain is never all
+// digits, so no real name is refused by treating such a host as an IPv4 address.
+bool numeric_host(std::string_view host) {
+  std::size_t start = 0;
+  while (true) {
+    auto dot = host.find('.', start);
+    std::string_view label = host.substr(start, dot == std::string_view::npos ? host.npos : dot - start);
+    bool hex = label.size() > 2 && label[0] == '0' && (label[1] == 'x' || label[1] == 'X');
+    std::string_view digits = hex ? label.substr(2) : label;
+    if (digits.empty()) return false;
+    for (char c : digits) {
+      if (hex ? hex_value(c) < 0 : !is_digit(c)) return false;
+    }
+    if (dot == std::string_view::npos) return true;
+    start = dot + 1;
+  }
 }
 
 bool valid_host_char(char c) {
@@ -424,16 +445,24 @@ Result<ServerAddress> parse_tcp(std::string_view url, std::string_view rest, boo
     auto colon = hostport.find(':');
     host = hostport.substr(0, colon);
     if (colon != std::string_view::npos) after_host = hostport.substr(colon);
-    if (host.empty()) return url_error(url, "missing host");
+    // Before "missing host": "redis://::1:6380" has an empty host only because it is an
+    // unbracketed IPv6 address.
     if (after_host.size() > 1 && after_host.substr(1).find(':') != std::string_view::npos) {
       return url_error(url, "an IPv6 address must be written in brackets, e.g. redis://[::1]:6379");
     }
+    if (host.empty()) return url_error(url, "missing host");
     for (char c : host) {
       if (!valid_host_char(c)) {
         return url_error(url, "invalid character '" + std::string(1, c) + "' in host");
       }
     }
     if (host.size() > kMaxHostLength) return url_error(url, "host name is longer than 255 characters");
+    if (numeric_host(host) && !valid_ipv4(host)) {
+      return url_error(url, "'" + std::string(host) +
+                                "' is not a plain dotted-decimal IPv4 address (write four numbers 0-255 "
+                                "without leading zeros: resolvers read forms such as 010.0.0.1, 0x7f.1 or "
+                                "2130706433 as octal, hex or one number)");
+    }
   }
   addr.host = std::string(host);
 

@@ -447,6 +447,8 @@ TEST_F(CliTest, UsageErrorsExit64) {
       {"run", "x", "--ttl", "1000000h", "--", "true"},
       {"extend", "x", foreign_token(), "--ttl", "1000000h"},
       {"acquire", "x", "--ttl", "2ms"},                           // the drift allowance eats it
+      {"acquire", "x", "--ttl", "5s", "--wait", "1s", "--no-wait"},  // which one was meant?
+      {"run", "x", "--no-wait", "--wait", "2s", "--", "true"},
   };
   for (const auto& args : bad) {
     auto r = dlock(args);
@@ -730,6 +732,21 @@ TEST_F(CliTest, AcquireLeavesTheLockHeldAndReleaseFreesIt) {
   EXPECT_EQ(raw->cmd_int({"EXISTS", key("shell")}), 0);
   EXPECT_EQ(raw->cmd({"GET", key("shell") + ":rel"}), owner);
   EXPECT_EQ(dlock({"release", "shell", owner}).exit_code, 0) << "a repeated release is harmless";
+}
+
+// "--prefix ''" is the empty prefix (a library Client with key_prefix ""), not the default;
+// an empty DLOCK_PREFIX is unset, as every empty DLOCK_* variable is.
+TEST_F(CliTest, EmptyPrefixOptionNamesKeysWithoutAPrefix) {
+  auto r = dlock({"--prefix", "", "acquire", "bare", "--ttl", "30s"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_EQ(raw->cmd({"GET", "{bare}"}), shell_var(r.out, "DLOCK_OWNER"));
+  EXPECT_EQ(raw->cmd_int({"EXISTS", key("bare")}), 0);
+  auto status = dlock({"--prefix", "", "--json", "status", "bare"});
+  EXPECT_EQ(status.exit_code, 0) << describe(status);
+  EXPECT_NE(status.out.find("\"held\""), std::string::npos) << status.out;
+  auto with_env = dlock({"acquire", "bare", "--ttl", "30s", "--no-wait"}, {{"DLOCK_PREFIX", ""}});
+  EXPECT_EQ(with_env.exit_code, 0) << describe(with_env);
+  EXPECT_EQ(raw->cmd({"GET", key("bare")}), shell_var(with_env.out, "DLOCK_OWNER"));
 }
 
 TEST_F(CliTest, ExtendSetsANewTtlForTheOwner) {

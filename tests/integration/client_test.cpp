@@ -584,6 +584,19 @@ TEST_F(ClientAcl, UserGivenByOptionsAcquires) {
   EXPECT_TRUE(l->release().ok());
 }
 
+// "redis://alice:@h" names a user: the connection authenticates as that user (a `nopass` user
+// gets in; one with a password is refused) instead of running as the default user.
+TEST_F(ClientAcl, UserWithAnEmptyPasswordIsStillThatUser) {
+  ASSERT_EQ(admin_->cmd({"ACL", "SETUSER", "nopw", "on", "nopass", "~dlock:*", "&*", "+@all"}), "OK");
+  const std::string at = "@127.0.0.1:" + std::to_string(server_.port());
+  Client nopw("redis://nopw:" + at);
+  EXPECT_TRUE(RepliesText(nopw.command({"ACL", "WHOAMI"}), "nopw"));
+
+  Client locker("redis://locker:" + at);
+  auto r = locker.command({"ACL", "WHOAMI"});
+  EXPECT_TRUE(HasCode(r, errc::auth)) << (r.ok() ? r->str() : r.error().what());
+}
+
 TEST_F(ClientAcl, UserWithoutKeyRightsGetsAuthError) {
   Client c(url_for("nokeys"));
   dlock::Mutex m(c, "acl-nokeys");
@@ -1237,6 +1250,9 @@ TEST(ClientOptionsValidation, InvalidOptionsThrowInvalidArgument) {
       {"zero connect_timeout", [](ClientOptions& o) { o.connect_timeout = 0ms; }},
       {"zero connections_per_node", [](ClientOptions& o) { o.connections_per_node = 0; }},
       {"client_name with a space", [](ClientOptions& o) { o.client_name = "my client"; }},
+      // Redis refuses these in CLIENT SETNAME; the handshake would drop the name silently.
+      {"client_name with a tab", [](ClientOptions& o) { o.client_name = "my\tclient"; }},
+      {"client_name with a non-ASCII byte", [](ClientOptions& o) { o.client_name = "caf\xc3\xa9"; }},
       {"zero max_queued_commands", [](ClientOptions& o) { o.max_queued_commands = 0; }},
       // Beyond max_duration (100 years): now + timeout would overflow the clocks.
       {"command_timeout of milliseconds::max()", [](ClientOptions& o) { o.command_timeout = milliseconds::max(); }},

@@ -288,7 +288,8 @@ TEST(ParseUrl, RejectsBadHost) {
   EXPECT_EQ(parse_err("redis://h]:1"), "redis URL 'redis://h]:1': invalid character ']' in host");
   EXPECT_EQ(parse_err("redis://[::1"), "redis URL 'redis://[::1': missing ']' after IPv6 address");
   EXPECT_EQ(parse_err("redis://::1:6380"),
-            "redis URL 'redis://::1:6380': missing host");
+            "redis URL 'redis://::1:6380': an IPv6 address must be written in brackets, e.g. "
+            "redis://[::1]:6379");
   EXPECT_EQ(parse_err("redis://fe80::1:6380"),
             "redis URL 'redis://fe80::1:6380': an IPv6 address must be written in brackets, e.g. "
             "redis://[::1]:6379");
@@ -307,6 +308,24 @@ TEST(ParseUrl, RejectsBadHost) {
   EXPECT_EQ(parse_err("redis://" + long_host),
             "redis URL 'redis://" + long_host + "': host name is longer than 255 characters");
   EXPECT_EQ(parse_ok("redis://" + long_host.substr(1) + ":1").host, long_host.substr(1));
+}
+
+// The resolver reads these as octal, hex or a single number (getaddrinfo takes inet_aton's
+// forms): 010.0.0.1 would connect to 8.0.0.1.
+TEST(ParseUrl, RejectsNumericHostsThatAreNotPlainDottedDecimal) {
+  const std::string why =
+      "' is not a plain dotted-decimal IPv4 address (write four numbers 0-255 without leading zeros: "
+      "resolvers read forms such as 010.0.0.1, 0x7f.1 or 2130706433 as octal, hex or one number)";
+  EXPECT_EQ(parse_err("redis://010.0.0.1"), "redis URL 'redis://010.0.0.1': '010.0.0.1" + why);
+  EXPECT_EQ(parse_err("redis://:pw@127.1:6380"), "redis URL 'redis://:***@127.1:6380': '127.1" + why);
+  for (const char* host : {"0x7f.0.0.1", "0X7F.1", "2130706433", "127.0.0.01", "256.0.0.1", "1.2.3.4.5", "00"}) {
+    parse_err(std::string("redis://") + host);
+  }
+  // Names that merely contain digits, and plain dotted-decimal addresses, are accepted.
+  for (const char* host : {"10.0.0.1", "0.0.0.0", "255.255.255.255", "redis-01", "10.0.0.1.nip.io", "0x7f.example",
+                           "db.0xcafeg", "1e100.net", "01.example"}) {
+    EXPECT_EQ(parse_ok(std::string("redis://") + host).host, host);
+  }
 }
 
 TEST(ParseUrl, RejectsUnixRelativeOrMissingPath) {
