@@ -580,6 +580,16 @@ void release_unwanted(const std::shared_ptr<LeaseRecord>& rec, std::function<voi
   }
   rec->core->renewals().remove(*rec);
   if (!rec->hold) rec->core->active_leases_.fetch_sub(1);  // a take counts through its hold
+  if (rec->scripts.fanout) {
+    // A Redlock hold: released on every node, each sent again while its outcome is unknown
+    // (QuorumFanout); `then` runs on the verdict.
+    rec->scripts.fanout->run(*rec->scripts.release, rec->scripts.release_key_list(), rec->release_args(),
+                             [rec, then = std::move(then)](Result<Reply>) {
+                               rec->finish_release();
+                               if (then) then();
+                             });
+    return;
+  }
   // Sent again while its outcome is unknown (idempotent_call.hpp); `then` runs on the first
   // answer, so a caller is not held up while the node is down.
   send_idempotent(

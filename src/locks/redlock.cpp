@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "client_core.hpp"
+#include "locks/acquire_op.hpp"
 #include "locks/hold_back.hpp"
 #include "locks/redlock_attempt.hpp"
 #include "locks/redlock_turns.hpp"
@@ -21,10 +22,22 @@ namespace {
 
 using Steady = std::chrono::steady_clock;
 
-RedlockTry try_blocking(const std::shared_ptr<const RedlockSpec>& spec) {
+// One try, waited for until `deadline` at most (without one, until its verdict, which slow or
+// paused nodes delay by up to their command timeout): nullopt when the deadline came first.
+// The try itself goes on; a lease it brings after that is released, as nobody will hold it.
+std::optional<RedlockTry> try_blocking(const std::shared_ptr<const RedlockSpec>& spec,
+                                       std::optional<Steady::time_point> deadline = std::nullopt) {
   auto wait = std::make_shared<SyncWait<RedlockTry>>();
-  redlock_try(spec, [wait](RedlockTry t) { wait->set(std::move(t)); });
-  return wait->wait(spec->nodes.cores.front()->busy_poll());
+  redlock_try(spec, [wait](RedlockTry t) {
+    std::shared_ptr<LeaseRecord> lease = t.lease;
+    if (!wait->set(std::move(t)) && lease) release_unwanted(lease);  // the waiter gave up first
+  });
+  const auto spin = spec->nodes.cores.front()->busy_poll();
+  if (!deadline) return wait->wait(spin);
+  const auto left = std::max<Steady::duration>(*deadline - Steady::now(), Steady::duration::zero());
+  if (auto t = wait->wait_for(left, spin)) return t;
+  if (wait->set(RedlockTry{})) return std::nullopt;  // abandoned: a later report is not taken
+  return wait->wait();  // the report came in between
 }
 
 }  // namespace
@@ -129,7 +142,7 @@ Result<Lease> Redlock::acquire(WaitOptions wait, std::stop_token stop) {
   const milliseconds recheck = wait.recheck_interval;  // normalize_wait: never zero
 
   if (single) {
-    RedlockTry t = try_blocking(spec_);
+    RedlockTry t = *try_blocking(spec_);
     if (t.kind == RedlockTry::Kind::acquired) return Lease(std::move(t.lease));
     if (t.kind == RedlockTry::Kind::failed) return t.error;
     return Error(errc::busy, what + " is held by another owner");
@@ -170,7 +183,9 @@ Result<Lease> Redlock::acquire(WaitOptions wait, std::stop_token stop) {
     after_holder = false;
     const std::uint64_t seen = wakeups ? wakeups->generation() : 0;
     const auto sent = Steady::now();
-    RedlockTry t = try_blocking(spec_);
+    std::optional<RedlockTry> answer = try_blocking(spec_, deadline);
+    if (!answer) return Error(errc::timeout, "timed out waiting for " + what + " (its last try was still unanswered)");
+    RedlockTry& t = *answer;
     tried = true;
     place.note_try_round_trip(Steady::now() - sent);
     if (t.kind == RedlockTry::Kind::acquired) {

@@ -304,6 +304,42 @@ TEST_F(RedlockTest, ParallelAcquisitionDoesNotWaitForStoppedNodes) {
   for (std::size_t i : {1, 2, 3}) group.server(i).resume();
 }
 
+// A wait's deadline bounds its tries too: with a majority paused, a try waits for its nodes'
+// command timeout, and the wait used to return only then (with a connection error). A try that
+// wins after the caller gave up is released on every node, not left to the watchdog.
+TEST_F(RedlockTest, WaitEndsAtItsDeadlineWhileATryIsOutAndALateWinIsReleased) {
+  const milliseconds node_timeout = scaled(4000ms);
+  Clients c = group.clients(options(node_timeout));
+  dlock::Redlock lock(pointers(c), "late-try", watchdog(10s));
+  for (std::size_t i : {0, 1, 2}) group.server(i).pause();
+  const milliseconds wait = scaled(600ms);
+  auto t0 = SteadyClock::now();
+  dlock::Result<dlock::Lease> none = lock.acquire(dlock::WaitOptions{wait});
+  const milliseconds took = ms_since(t0);
+  EXPECT_TRUE(!none.ok() && none.code() == dlock::errc::timeout) << (none.ok() ? "acquired" : none.error().what());
+  EXPECT_GE(took, wait - 5ms);
+  EXPECT_LT(took, wait + scaled(800ms)) << "the try on paused nodes outlived the wait's deadline";
+
+  // The nodes come back before their command timeout: the abandoned try now wins them, and the
+  // lease nobody holds must be given back everywhere.
+  for (std::size_t i : {0, 1, 2}) group.server(i).resume();
+  // Released, not merely never taken: a majority carries the release marker of the try.
+  EXPECT_TRUE(eventually(
+      [&] {
+        std::size_t marked = 0;
+        for (std::size_t i = 0; i < N; ++i) {
+          if (group.raw(i).cmd_int({"EXISTS", key_of("late-try")}) != 0) return false;
+          marked += group.raw(i).cmd_int({"EXISTS", key_of("late-try") + ":rel"}) != 0 ? 1 : 0;
+        }
+        return marked >= lock.quorum();
+      },
+      scaled(3000ms)))
+      << "a try that won after its wait ended kept the lock";
+  dlock::Result<dlock::Lease> next = lock.acquire(no_wait());
+  ASSERT_TRUE(next.ok()) << next.error().what();
+  EXPECT_TRUE(next->release().ok());
+}
+
 TEST_F(RedlockTest, WaiterWokenByReleaseOnAnyNode) {
   Clients c = group.clients(options());
   group.server(0).kill();  // no notification can come from the first node
