@@ -10,6 +10,7 @@
 #include "dlock/admin.hpp"
 #include "dlock/clock.hpp"
 #include "lock_view.hpp"
+#include "node_fanout.hpp"
 #include "owner_token.hpp"
 
 namespace dlock::cli {
@@ -95,6 +96,19 @@ struct Pending {
   EventPipe done;
 };
 
+// Whether the server (with --redlock: a majority of the masters) answers a PING within the
+// command timeout.
+bool servers_answer(Context& ctx) {
+  if (ctx.redlock()) {
+    const auto& nodes = ctx.redlock_nodes();
+    std::size_t answered = 0;
+    for (const auto& r : command_on_all(nodes, {"PING"})) answered += r.ok() && !r->is_error() ? 1 : 0;
+    return answered > nodes.size() / 2;
+  }
+  dlock::Client& c = ctx.client();
+  return c.ping(c.options().command_timeout).ok();
+}
+
 }  // namespace
 
 std::optional<milliseconds> wait_option(const ParsedArgs& a) {
@@ -166,8 +180,10 @@ WaitOutcome wait_for_lock(Context& ctx, LockTarget& target, std::optional<millis
     // timeout": a server that accepts connections but does not answer. Only the first means the
     // lock is taken (exit 75, which --conflict-exit-code may even turn into success); a timeout
     // before the wait's end is the server's silence, reported as unreachable (69).
+    // A wait that ran out while its last try was still out (a server paused or cut off since
+    // its previous try) is told apart by asking the server(s) once more.
     if (out.error.code == dlock::errc::timeout && out.signal == 0 &&
-        (!wait || wait->count() == 0 || out.waited + milliseconds(5) < *wait)) {
+        (!wait || wait->count() == 0 || out.waited + milliseconds(5) < *wait || !servers_answer(ctx))) {
       out.error = dlock::Error(dlock::errc::connection,
                                out.error.what() + " (the server did not answer: the lock's state is unknown)");
     }

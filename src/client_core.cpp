@@ -496,11 +496,17 @@ void ClientCore::shutdown() {
         continue;
       }
       active_leases_.fetch_sub(1);
+      auto answered = [rec, one_done](Result<Reply>) {
+        rec->finish_release();
+        one_done();
+      };
+      // A Redlock lease: released on the other masters too (those whose Clients are still
+      // up), not only here, on its home node.
+      if (rec->scripts.fanout) {
+        rec->scripts.fanout->send_to_others(*rec->scripts.release, rec->scripts.release_key_list(), rec->release_args());
+      }
       eval_now(*rec->scripts.release, encode_evalsha(*rec->scripts.release, rec->scripts.release_key_list(), rec->release_args()),
-               [rec, one_done](Result<Reply>) {
-                 rec->finish_release();
-                 one_done();
-               });
+               std::move(answered));
     }
     one_done();
   });

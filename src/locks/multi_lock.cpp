@@ -68,6 +68,7 @@ MultiLock::MultiLock(Client& client, std::vector<std::string> names, LeaseOption
     spec->hold.renew_keys.push_back(key);
     spec->hold.release_keys.push_back(key);
     spec->hold.release_keys.push_back(key + ":rel");
+    spec->hold.release_keys.push_back(key + ":waiters");  // the release gives the roll's next turn
   }
   spec->name = display_;
   spec->kind = "MultiLock";
@@ -75,6 +76,7 @@ MultiLock::MultiLock(Client& client, std::vector<std::string> names, LeaseOption
   spec->hold.renew = &scripts::multi_renew;
   spec->hold.release = &scripts::multi_release;
   spec->hold.release_extra.push_back(std::to_string(release_marker_ttl.count()));
+  spec->hold.release_extra.push_back(core_->client_id());
   for (const auto& key : keys_) {
     spec->hold.release_extra.push_back(key + ":ch");
     spec->hold.renew_extra.push_back(key + ":ch");  // a renewal that finds the set lost frees the rest
@@ -87,7 +89,7 @@ MultiLock::MultiLock(Client& client, std::vector<std::string> names, LeaseOption
   ordered->queue_key = queue_key_;
   ordered->groups = slot_groups(keys_);
   ordered->keys = keys_;
-  for (const auto& group : ordered->groups) ordered->holds.push_back(multi_hold_scripts(group));
+  for (const auto& group : ordered->groups) ordered->holds.push_back(multi_hold_scripts(group, core_->client_id()));
   ordered->lease = lease;
   single_slot_ = ordered->groups.size() == 1;
   ordered_spec_ = std::move(ordered);

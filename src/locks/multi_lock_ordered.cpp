@@ -117,7 +117,7 @@ class OrderedTry : public std::enable_shared_from_this<OrderedTry> {
       args.insert(args.end(), h.release_extra.begin(), h.release_extra.end());
       // Our own waiter listens on these channels too: it must not take this for a release by
       // the holder it waits for, or it tries again at once, round after round, while that
-      // holder keeps a later group (multi_release.lua, ARGV[3+n]).
+      // holder keeps a later group (multi_release.lua, ARGV[4+n]).
       args.push_back("released " + spec_->queue_key);
       // Sent again while its outcome is unknown (idempotent_call.hpp): sent once right after a
       // connection error, it failed fast and the group sat out its TTL. The try reports after
@@ -194,15 +194,18 @@ std::vector<std::vector<std::string>> slot_groups(const std::vector<std::string>
   return groups;
 }
 
-std::shared_ptr<const HoldScripts> multi_hold_scripts(const std::vector<std::string>& keys) {
+std::shared_ptr<const HoldScripts> multi_hold_scripts(const std::vector<std::string>& keys,
+                                                      const std::string& client_id) {
   auto h = std::make_shared<HoldScripts>();
   h->renew = &scripts::multi_renew;
   h->release = &scripts::multi_release;
   h->release_extra.push_back(std::to_string(release_marker_ttl.count()));
+  h->release_extra.push_back(client_id);
   for (const auto& key : keys) {
     h->renew_keys.push_back(key);
     h->release_keys.push_back(key);
     h->release_keys.push_back(key + ":rel");
+    h->release_keys.push_back(key + ":waiters");
     h->release_extra.push_back(key + ":ch");
     h->renew_extra.push_back(key + ":ch");  // a renewal that finds the group lost frees the rest
   }

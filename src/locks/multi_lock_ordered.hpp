@@ -46,7 +46,8 @@ struct OrderedMultiSpec {
 std::vector<std::vector<std::string>> slot_groups(const std::vector<std::string>& sorted_keys);
 
 // The renewal and release scripts of one group of Mutex-layout keys.
-std::shared_ptr<const HoldScripts> multi_hold_scripts(const std::vector<std::string>& keys);
+std::shared_ptr<const HoldScripts> multi_hold_scripts(const std::vector<std::string>& keys,
+                                                      const std::string& client_id);
 
 AttemptFn ordered_multi_attempt(std::shared_ptr<ClientCore> core, std::shared_ptr<const OrderedMultiSpec> spec);
 

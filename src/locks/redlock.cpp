@@ -163,12 +163,11 @@ Result<Lease> Redlock::acquire(WaitOptions wait, std::stop_token stop) {
   // milliseconds. It holds back for hold_back_after_release() of its own tries' round trip: the
   // price of a handoff within this process when nobody else waits.
   bool after_holder = place.after_holder();
-  bool tried = false;
   while (true) {
     if (stop.stop_requested()) return Error(errc::cancelled, "waiting for " + what + " was cancelled");
-    // A sleep or pause that ended at the deadline ends the wait: one more try would not be
-    // bounded by it (with nodes slow or paused, up to a command timeout late).
-    if (tried && deadline && Steady::now() >= *deadline) return Error(errc::timeout, "timed out waiting for " + what);
+    // A sleep, pause or turn that ended at the deadline ends the wait: a try sent now would be
+    // given up at once, and if it won, released (a fencing token and a wake-up spent for nothing).
+    if (deadline && Steady::now() >= *deadline) return Error(errc::timeout, "timed out waiting for " + what);
     RedlockWakeups* wakeups = place.wakeups();
     if (after_holder && wakeups) {
       after_holder = false;
@@ -186,7 +185,6 @@ Result<Lease> Redlock::acquire(WaitOptions wait, std::stop_token stop) {
     std::optional<RedlockTry> answer = try_blocking(spec_, deadline);
     if (!answer) return Error(errc::timeout, "timed out waiting for " + what + " (its last try was still unanswered)");
     RedlockTry& t = *answer;
-    tried = true;
     place.note_try_round_trip(Steady::now() - sent);
     if (t.kind == RedlockTry::Kind::acquired) {
       Lease lease(std::move(t.lease));

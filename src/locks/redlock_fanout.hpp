@@ -63,6 +63,8 @@ class QuorumFanout final : public HoldFanout {
   explicit QuorumFanout(RedlockNodes nodes) : nodes_(std::move(nodes)) {}
   void run(const Script& script, const std::vector<std::string>& keys, const std::vector<std::string>& args,
            ReplyHandler done) const override;
+  void send_to_others(const Script& script, const std::vector<std::string>& keys,
+                      const std::vector<std::string>& args) const override;
 
  private:
   RedlockNodes nodes_;

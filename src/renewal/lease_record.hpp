@@ -33,6 +33,11 @@ class HoldFanout {
   // Any thread. `done` runs exactly once, on the loop thread of the record's core.
   virtual void run(const Script& script, const std::vector<std::string>& keys,
                    const std::vector<std::string>& args, ReplyHandler done) const = 0;
+  // Any thread. Sends `script` to every node but the home one, without waiting for a verdict:
+  // the home Client's shutdown releases a lease there itself (its own commands still leave
+  // while it shuts down; run() no longer accepts work then).
+  virtual void send_to_others(const Script& script, const std::vector<std::string>& keys,
+                              const std::vector<std::string>& args) const = 0;
 };
 
 // A lock whose every key, extra argument and channel is its key plus a suffix (Mutex) keeps only

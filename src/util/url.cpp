@@ -48,6 +48,9 @@
 #include <string_view>
 #include <utility>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
 #if __has_include(<sys/un.h>)
 #include <sys/un.h>
 #define DLOCK_HAVE_SOCKADDR_UN 1
@@ -273,24 +276,13 @@ bool valid_ipv6(std::string_view s) {
   return double_colon ? groups <= 7 : groups == 8;
 }
 
-// Whether the system resolver would read `host` as a number rather than a name: every
-// dot-separated label is decimal digits or 0x-hex (inet_aton(3) forms, which getaddrinfo
-// accepts: "010.0.0.1" is 8.0.0.1, "127.1" is 127.0.0.1). A top-level domain is never all
-// digits, so no real name is refused by treating such a host as an IPv4 address.
+// Whether the system resolver reads `host` as an IPv4 number rather than a name: getaddrinfo
+// takes every form inet_aton(3) accepts ("010.0.0.1" is 8.0.0.1, "127.1" is 127.0.0.1,
+// "0x7f.1", "2130706433"). Asking inet_aton itself keeps names it does not read as numbers
+// (a container's all-digit host name above 2^32, "1.2.3.4.5") resolvable as names.
 bool numeric_host(std::string_view host) {
-  std::size_t start = 0;
-  while (true) {
-    auto dot = host.find('.', start);
-    std::string_view label = host.substr(start, dot == std::string_view::npos ? host.npos : dot - start);
-    bool hex = label.size() > 2 && label[0] == '0' && (label[1] == 'x' || label[1] == 'X');
-    std::string_view digits = hex ? label.substr(2) : label;
-    if (digits.empty()) return false;
-    for (char c : digits) {
-      if (hex ? hex_value(c) < 0 : !is_digit(c)) return false;
-    }
-    if (dot == std::string_view::npos) return true;
-    start = dot + 1;
-  }
+  in_addr addr{};
+  return inet_aton(std::string(host).c_str(), &addr) != 0;
 }
 
 bool valid_host_char(char c) {

@@ -418,6 +418,17 @@ TEST_F(CliRedlockTest, NoMajorityFailsCleanly) {
   EXPECT_NE(ext.err.find("only 1 of 3 masters"), std::string::npos) << describe(ext);
 }
 
+// A wait that runs out while a paused majority leaves its try unanswered is "unreachable" (69),
+// not "held by someone else" (75, which --conflict-exit-code 0 turns into success).
+TEST_F(CliRedlockTest, WaitRunningOutOnAPausedMajorityIsUnreachable) {
+  group->server(1).pause();
+  group->server(2).pause();
+  auto r = run_dlock(with_redlock({"run", "paused", "--wait", "600ms", "--conflict-exit-code", "0", "--", "true"}));
+  group->server(1).resume();
+  group->server(2).resume();
+  EXPECT_EQ(r.exit_code, 69) << describe(r);
+}
+
 TEST_F(CliRedlockTest, RunHoldsAMajorityAndReleasesEverywhere) {
   // The command sees the lock held on the masters while it runs.
   const std::string script = "echo \"$DLOCK_OWNER\"; for p in " + std::to_string(group->server(0).port()) + " " +

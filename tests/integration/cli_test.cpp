@@ -769,9 +769,12 @@ TEST_F(CliTest, SilentServerIsUnreachableNotAConflict) {
   server->pause();
   auto r = dlock({"run", "silent", "--wait", "60s", "--conflict-exit-code", "0", "--", "true"});
   auto once = dlock({"run", "silent", "--no-wait", "--", "true"});
+  // A wait that runs out while its try is still unanswered: the same (it was 75, turned into 0).
+  auto short_wait = dlock({"run", "silent", "--wait", "500ms", "--conflict-exit-code", "0", "--", "true"});
   server->resume();
   EXPECT_EQ(r.exit_code, 69) << describe(r);
   EXPECT_EQ(once.exit_code, 69) << describe(once);
+  EXPECT_EQ(short_wait.exit_code, 69) << describe(short_wait);
 }
 
 // The README's shell example, run by a real shell: eval exports the owner, so the extend and

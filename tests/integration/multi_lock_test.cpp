@@ -283,8 +283,9 @@ TEST_F(MultiLockTest, ReleaseIsIdempotent) {
   // The script itself: a retried release (first reply lost) answers 2; a stranger gets 0.
   const auto& s = dlock::detail::scripts::multi_release;
   auto eval = [&](const std::string& who) {
-    return raw->cmd_int({"EVAL", s.source, "4", key_of("a"), key_of("a") + ":rel", key_of("b"),
-                         key_of("b") + ":rel", who, "30000", key_of("a") + ":ch", key_of("b") + ":ch"});
+    return raw->cmd_int({"EVAL", s.source, "6", key_of("a"), key_of("a") + ":rel", key_of("a") + ":waiters",
+                         key_of("b"), key_of("b") + ":rel", key_of("b") + ":waiters", who, "30000", "client-id",
+                         key_of("a") + ":ch", key_of("b") + ":ch"});
   };
   EXPECT_EQ(eval(owner), 2);
   EXPECT_EQ(eval("someone-else"), 0);
@@ -578,18 +579,18 @@ TEST_F(MultiLockTest, ReleaseReportsTheSubscribersItNotified) {
   const std::string a = key_of("n-a"), b = key_of("n-b");
   auto lease = m.acquire(no_wait());
   ASSERT_TRUE(lease.ok());
-  EXPECT_EQ(raw->cmd_int({"EVAL", s.source, "5", "dlock:multi:{n-a}{n-b}", a, a + ":rel", b, b + ":rel",
-                          lease->owner(), "30000", a + ":ch", b + ":ch"}),
+  EXPECT_EQ(raw->cmd_int({"EVAL", s.source, "7", "dlock:multi:{n-a}{n-b}", a, a + ":rel", a + ":waiters", b,
+                          b + ":rel", b + ":waiters", lease->owner(), "30000", "client-id", a + ":ch", b + ":ch"}),
             3);
   EXPECT_EQ(exists(a) + exists(b), 0);
   auto again = m.acquire(no_wait());
   ASSERT_TRUE(again.ok());
-  EXPECT_EQ(raw->cmd_int({"EVAL", s.source, "4", a, a + ":rel", b, b + ":rel", again->owner(), "30000", a + ":ch",
-                          b + ":ch"}),
-            3);
-  EXPECT_EQ(raw->cmd_int({"EVAL", s.source, "4", a, a + ":rel", b, b + ":rel", again->owner(), "30000", a + ":ch",
-                          b + ":ch"}),
-            2)
+  auto release_again = [&] {
+    return raw->cmd_int({"EVAL", s.source, "6", a, a + ":rel", a + ":waiters", b, b + ":rel", b + ":waiters",
+                         again->owner(), "30000", "client-id", a + ":ch", b + ":ch"});
+  };
+  EXPECT_EQ(release_again(), 3);
+  EXPECT_EQ(release_again(), 2)
       << "a retried release";
 }
 

@@ -71,6 +71,7 @@ class MutexRollTest : public dlock::test::ServerFixture {
   std::unique_ptr<Waiter> waiter(const std::string& name) { return std::make_unique<Waiter>(server->url(), name); }
 
   void multi_lock_waiter_gets_its_turn(const std::string& name, bool ordered);
+  void multi_lock_release_names_the_next_mutex_waiter(const std::string& name, bool ordered);
 };
 
 // Long rechecks: in these tests only a notification may wake a waiter in time.
@@ -336,6 +337,49 @@ TEST_F(MutexRollTest, AMultiLockWaiterGetsItsTurnOnTheRoll) { multi_lock_waiter_
 
 TEST_F(MutexRollTest, AnOrderedMultiLockWaiterGetsItsTurnOnTheRoll) {
   multi_lock_waiter_gets_its_turn("mturn_o", true);
+}
+
+// A MultiLock's release gives each lock's next turn as a Mutex release does: the Client whose
+// place comes first is named and only it tries. Before, the MultiLock published 'released' on
+// P{N}:ch and every waiting Client tried (one failed script per other waiting process).
+void MutexRollTest::multi_lock_release_names_the_next_mutex_waiter(const std::string& name, bool ordered) {
+  dlock::MultiLock multi(*client, {name, name + "_b"});
+  if (ordered) dlock::detail::MultiLockAccess::force_ordered(multi);
+  auto held = multi.acquire(no_wait());
+  ASSERT_TRUE(held.ok()) << held.error().what();
+
+  auto first = waiter(name);
+  first->start(patient);
+  ASSERT_TRUE(eventually([&] { return roll_size(name) == 1; }, 3000ms)) << "the first waiter took no place";
+  auto second = waiter(name);
+  second->start(patient);
+  ASSERT_TRUE(eventually([&] { return roll_size(name) == 2; }, 3000ms)) << "the second waiter took no place";
+
+  const long long before = script_calls(*raw);
+  ASSERT_TRUE(held->release().ok());
+  ASSERT_TRUE(first->done_within(2000ms)) << "the first waiter was not woken";
+  auto lease = first->result.get();
+  ASSERT_TRUE(lease.ok()) << lease.error().what();
+  std::this_thread::sleep_for(200ms);
+  EXPECT_FALSE(second->done_within(0ms));
+  // The release (one script per slot group when ordered) and the first waiter's try; the
+  // second waiter did not try.
+  EXPECT_EQ(script_calls(*raw) - before, (ordered ? 2 : 1) + 1);
+  EXPECT_EQ(roll_size(name), 1) << "the second waiter keeps its place; the first left the roll";
+
+  ASSERT_TRUE(lease->release().ok());
+  ASSERT_TRUE(second->done_within(2000ms)) << "the second waiter was not woken";
+  auto next = second->result.get();
+  ASSERT_TRUE(next.ok()) << next.error().what();
+  EXPECT_TRUE(next->release().ok());
+}
+
+TEST_F(MutexRollTest, AMultiLockReleaseNamesTheNextMutexWaiter) {
+  multi_lock_release_names_the_next_mutex_waiter("mrel", false);
+}
+
+TEST_F(MutexRollTest, AnOrderedMultiLockReleaseNamesTheNextMutexWaiter) {
+  multi_lock_release_names_the_next_mutex_waiter("mrel_o", true);
 }
 
 // Withdrawing from a free lock whose next place is '*' wakes the waiters on P{N}:ch.

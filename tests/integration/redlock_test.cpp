@@ -340,6 +340,22 @@ TEST_F(RedlockTest, WaitEndsAtItsDeadlineWhileATryIsOutAndALateWinIsReleased) {
   EXPECT_TRUE(next->release().ok());
 }
 
+// Destroying the Client that hosts a held lease's watchdog (the first node's) releases the lease
+// on every master, not only on that one: the others' keys used to sit out their TTL.
+TEST_F(RedlockTest, ShutdownOfTheHomeClientReleasesAHeldLeaseOnEveryNode) {
+  Clients c = group.clients(options());
+  dlock::Redlock lock(pointers(c), "shut", watchdog(30s));
+  dlock::Result<dlock::Lease> lease = lock.acquire(no_wait());
+  ASSERT_TRUE(lease.ok()) << lease.error().what();
+  ASSERT_EQ(get(1, key_of("shut")), lease->owner());
+  c.front().reset();  // the home node's Client: its shutdown releases what it still holds
+  // The shutdown waits for a majority's answer; the others' releases are on their way.
+  for (std::size_t i = 0; i < N; ++i) {
+    EXPECT_TRUE(eventually([&] { return group.raw(i).cmd_int({"EXISTS", key_of("shut")}) == 0; }, scaled(2000ms)))
+        << "node " << i << " kept the released key";
+  }
+}
+
 TEST_F(RedlockTest, WaiterWokenByReleaseOnAnyNode) {
   Clients c = group.clients(options());
   group.server(0).kill();  // no notification can come from the first node

@@ -318,12 +318,14 @@ TEST(ParseUrl, RejectsNumericHostsThatAreNotPlainDottedDecimal) {
       "resolvers read forms such as 010.0.0.1, 0x7f.1 or 2130706433 as octal, hex or one number)";
   EXPECT_EQ(parse_err("redis://010.0.0.1"), "redis URL 'redis://010.0.0.1': '010.0.0.1" + why);
   EXPECT_EQ(parse_err("redis://:pw@127.1:6380"), "redis URL 'redis://:***@127.1:6380': '127.1" + why);
-  for (const char* host : {"0x7f.0.0.1", "0X7F.1", "2130706433", "127.0.0.01", "256.0.0.1", "1.2.3.4.5", "00"}) {
+  for (const char* host : {"0x7f.0.0.1", "0X7F.1", "2130706433", "127.0.0.01", "00", "1.2.65535", "0"}) {
     parse_err(std::string("redis://") + host);
   }
-  // Names that merely contain digits, and plain dotted-decimal addresses, are accepted.
+  // Names that merely contain digits (the resolver does not read them as numbers either), and
+  // plain dotted-decimal addresses, are accepted.
   for (const char* host : {"10.0.0.1", "0.0.0.0", "255.255.255.255", "redis-01", "10.0.0.1.nip.io", "0x7f.example",
-                           "db.0xcafeg", "1e100.net", "01.example"}) {
+                           "db.0xcafeg", "1e100.net", "01.example", "123456789012", "1.2.3.4.5", "09.1.2.3",
+                           "256.0.0.1"}) {
     EXPECT_EQ(parse_ok(std::string("redis://") + host).host, host);
   }
 }
