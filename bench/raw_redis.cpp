@@ -26,7 +26,9 @@ RawRedis::RawRedis(const std::string& url) {
     int one = 1;
     ::setsockopt(ctx_->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   }
-  if (!addr->password.empty()) {
+  // As the Client does (connection.cpp): a named user is authenticated even with an empty
+  // password, or the floor would run as the default user.
+  if (!addr->password.empty() || !addr->user.empty()) {
     std::vector<std::string> auth{"AUTH"};
     if (!addr->user.empty()) auth.push_back(addr->user);
     auth.push_back(addr->password);

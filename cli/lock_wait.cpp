@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <condition_variable>
 #include <cstdio>
 #include <memory>
 #include <mutex>
@@ -10,7 +12,6 @@
 #include "dlock/admin.hpp"
 #include "dlock/clock.hpp"
 #include "lock_view.hpp"
-#include "node_fanout.hpp"
 #include "owner_token.hpp"
 
 namespace dlock::cli {
@@ -96,17 +97,38 @@ struct Pending {
   EventPipe done;
 };
 
-// Whether the server (with --redlock: a majority of the masters) answers a PING within the
-// command timeout.
-bool servers_answer(Context& ctx) {
-  if (ctx.redlock()) {
-    const auto& nodes = ctx.redlock_nodes();
-    std::size_t answered = 0;
-    for (const auto& r : command_on_all(nodes, {"PING"})) answered += r.ok() && !r->is_error() ? 1 : 0;
-    return answered > nodes.size() / 2;
+// Whether the lock's server answers within a second (the command timeout, if shorter): on a
+// Cluster the primary of the lock's slot (the command names the lock's key, so it is routed
+// there), with --redlock a majority of the masters. Any reply counts, an error reply too (NOPERM, LOADING: the server is there); only a
+// connection error or a timeout does not.
+bool servers_answer(Context& ctx, const std::string& name) {
+  std::vector<dlock::Client*> nodes;
+  if (ctx.redlock()) nodes = ctx.redlock_nodes();
+  else nodes.push_back(&ctx.client());
+  const milliseconds bound = std::min(milliseconds(1000), nodes.front()->options().command_timeout);
+  const std::size_t needed = nodes.size() / 2 + 1;
+  struct Answers {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::size_t count = 0;
+  };
+  auto answers = std::make_shared<Answers>();  // outlives this call: late replies land here
+  const std::string key = ctx.globals().prefix + "{" + name + "}";
+  for (dlock::Client* c : nodes) {
+    c->async_command({"EXISTS", key}, [answers](dlock::Result<dlock::Reply> r) {
+      if (!r.ok() && (r.code() == dlock::errc::connection || r.code() == dlock::errc::timeout ||
+                      r.code() == dlock::errc::shutdown)) {
+        return;
+      }
+      {
+        std::lock_guard lock(answers->mu);
+        ++answers->count;
+      }
+      answers->cv.notify_all();
+    });
   }
-  dlock::Client& c = ctx.client();
-  return c.ping(c.options().command_timeout).ok();
+  std::unique_lock lock(answers->mu);
+  return answers->cv.wait_for(lock, bound, [&] { return answers->count >= needed; });
 }
 
 }  // namespace
@@ -181,9 +203,11 @@ WaitOutcome wait_for_lock(Context& ctx, LockTarget& target, std::optional<millis
     // lock is taken (exit 75, which --conflict-exit-code may even turn into success); a timeout
     // before the wait's end is the server's silence, reported as unreachable (69).
     // A wait that ran out while its last try was still out (a server paused or cut off since
-    // its previous try) is told apart by asking the server(s) once more.
+    // its previous try) is told apart by asking the server(s) once more, for at most a second:
+    // a busy lock's exit costs one round trip more, a silent server's up to that second.
     if (out.error.code == dlock::errc::timeout && out.signal == 0 &&
-        (!wait || wait->count() == 0 || out.waited + milliseconds(5) < *wait || !servers_answer(ctx))) {
+        (!wait || wait->count() == 0 || out.waited + milliseconds(5) < *wait ||
+         !servers_answer(ctx, target.name()))) {
       out.error = dlock::Error(dlock::errc::connection,
                                out.error.what() + " (the server did not answer: the lock's state is unknown)");
     }

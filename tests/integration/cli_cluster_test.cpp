@@ -263,6 +263,31 @@ TEST_F(CliClusterTest, DoctorChecksEveryPrimary) {
   EXPECT_NE(acl.out.find("+spublish +ssubscribe"), std::string::npos) << acl.out;
 }
 
+// A wait that runs out with its try unanswered is checked on the lock's own primary (the check
+// names the lock's key): with that primary paused while the others answer, the exit is 69, not
+// 75 (a keyless PING went to another primary, which answered). A cluster of its own, without
+// replicas: a paused primary in the shared one would be failed over.
+TEST(CliClusterPausedPrimary, WaitRunningOutOnThePausedLocksPrimaryIsUnreachable) {
+  if (cli_binary().empty()) GTEST_SKIP() << "the dlock CLI is not built";
+  RedisCluster cluster(3, 0);
+  std::string name;
+  std::size_t owner = 0;
+  for (int i = 0; i < 1000 && name.empty(); ++i) {
+    const std::string candidate = "paused-" + std::to_string(i);
+    owner = cluster.owner_of_key(key_of(candidate));
+    if (owner != 0) name = candidate;  // not the seed, which a keyless command would reach
+  }
+  ASSERT_FALSE(name.empty());
+  const std::string url = "redis-cluster://127.0.0.1:" + std::to_string(cluster.node(0).port());
+  // The slot map is learnt first; then the lock's primary stops answering.
+  auto free = run_dlock({"--redis", url, "run", name, "--no-wait", "--", "true"});
+  ASSERT_EQ(free.exit_code, 0) << describe(free);
+  cluster.node(owner).pause();
+  auto r = run_dlock({"--redis", url, "run", name, "--wait", "600ms", "--conflict-exit-code", "0", "--", "true"});
+  cluster.node(owner).resume();
+  EXPECT_EQ(r.exit_code, 69) << describe(r);
+}
+
 // ---------------------------------------------------------------------------------- Sentinel
 
 TEST(CliSentinelTest, DoctorNamesThePrimaryAndWarnsAboutReplicationAck) {
@@ -427,6 +452,14 @@ TEST_F(CliRedlockTest, WaitRunningOutOnAPausedMajorityIsUnreachable) {
   group->server(1).resume();
   group->server(2).resume();
   EXPECT_EQ(r.exit_code, 69) << describe(r);
+
+  // A held lock with one master paused: the majority that answers makes it "held" (75).
+  auto taken = run_dlock(with_redlock({"acquire", "paused", "--ttl", "1m"}));
+  ASSERT_EQ(taken.exit_code, 0) << describe(taken);
+  group->server(2).pause();
+  auto busy = run_dlock(with_redlock({"run", "paused", "--wait", "300ms", "--", "true"}));
+  group->server(2).resume();
+  EXPECT_EQ(busy.exit_code, 75) << describe(busy);
 }
 
 TEST_F(CliRedlockTest, RunHoldsAMajorityAndReleasesEverywhere) {
