@@ -135,8 +135,9 @@ class Redlock {
   // type on a node kept a majority out of reach), timeout also when a majority answered
   // only after the validity time was used up, auth, server, called_from_event_loop, shutdown.
   // A wait with a timeout returns at its deadline even while a try is still out on slow or
-  // paused nodes (a try with timeout zero runs to its verdict: up to a command timeout); should
-  // that try win a majority later, the lease is released at once, as nobody holds it.
+  // paused nodes (a try with timeout zero runs to its verdict: up to a command timeout), and so
+  // does a wait whose `stop` is requested (errc::cancelled); should that try win a majority
+  // later, the lease is released at once, as nobody holds it.
   Result<Lease> acquire(WaitOptions wait = {}, std::stop_token stop = {});
 
   // --- Standard Lockable / TimedLockable members (as Mutex) ----------------------------------

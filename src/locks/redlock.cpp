@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <stop_token>
 
 #include "client_core.hpp"
 #include "locks/acquire_op.hpp"
@@ -23,21 +24,37 @@ namespace {
 using Steady = std::chrono::steady_clock;
 
 // One try, waited for until `deadline` at most (without one, until its verdict, which slow or
-// paused nodes delay by up to their command timeout): nullopt when the deadline came first.
-// The try itself goes on; a lease it brings after that is released, as nobody will hold it.
+// paused nodes delay by up to their command timeout) or until `stop` is requested: nullopt when
+// either came first. The try itself goes on; a lease it brings after that is released, as
+// nobody will hold it.
 std::optional<RedlockTry> try_blocking(const std::shared_ptr<const RedlockSpec>& spec,
-                                       std::optional<Steady::time_point> deadline = std::nullopt) {
+                                       std::optional<Steady::time_point> deadline, const std::stop_token& stop) {
   auto wait = std::make_shared<SyncWait<RedlockTry>>();
   redlock_try(spec, [wait](RedlockTry t) {
     std::shared_ptr<LeaseRecord> lease = t.lease;
     if (!wait->set(std::move(t)) && lease) release_unwanted(lease);  // the waiter gave up first
   });
+  // Set first by a stop request or the deadline, the value is a placeholder: a later report is
+  // not taken. Exactly one value wins, so a lease is either returned or released.
+  auto abandon = [wait] {
+    RedlockTry placeholder;
+    placeholder.abandoned = true;
+    wait->set(std::move(placeholder));
+  };
+  std::stop_callback on_stop(stop, abandon);
   const auto spin = spec->nodes.cores.front()->busy_poll();
-  if (!deadline) return wait->wait(spin);
-  const auto left = std::max<Steady::duration>(*deadline - Steady::now(), Steady::duration::zero());
-  if (auto t = wait->wait_for(left, spin)) return t;
-  if (wait->set(RedlockTry{})) return std::nullopt;  // abandoned: a later report is not taken
-  return wait->wait();  // the report came in between
+  std::optional<RedlockTry> t;
+  if (!deadline) {
+    t = wait->wait(spin);
+  } else {
+    t = wait->wait_for(std::max<Steady::duration>(*deadline - Steady::now(), Steady::duration::zero()), spin);
+    if (!t) {
+      abandon();
+      t = wait->wait();  // the placeholder, or the report that came in between
+    }
+  }
+  if (t->abandoned) return std::nullopt;
+  return t;
 }
 
 }  // namespace
@@ -142,7 +159,9 @@ Result<Lease> Redlock::acquire(WaitOptions wait, std::stop_token stop) {
   const milliseconds recheck = wait.recheck_interval;  // normalize_wait: never zero
 
   if (single) {
-    RedlockTry t = *try_blocking(spec_);
+    std::optional<RedlockTry> answer = try_blocking(spec_, std::nullopt, stop);
+    if (!answer) return Error(errc::cancelled, "acquiring " + what + " was cancelled");
+    RedlockTry& t = *answer;
     if (t.kind == RedlockTry::Kind::acquired) return Lease(std::move(t.lease));
     if (t.kind == RedlockTry::Kind::failed) return t.error;
     return Error(errc::busy, what + " is held by another owner");
@@ -182,7 +201,8 @@ Result<Lease> Redlock::acquire(WaitOptions wait, std::stop_token stop) {
     after_holder = false;
     const std::uint64_t seen = wakeups ? wakeups->generation() : 0;
     const auto sent = Steady::now();
-    std::optional<RedlockTry> answer = try_blocking(spec_, deadline);
+    std::optional<RedlockTry> answer = try_blocking(spec_, deadline, stop);
+    if (!answer && stop.stop_requested()) return Error(errc::cancelled, "waiting for " + what + " was cancelled");
     if (!answer) return Error(errc::timeout, "timed out waiting for " + what + " (its last try was still unanswered)");
     RedlockTry& t = *answer;
     place.note_try_round_trip(Steady::now() - sent);

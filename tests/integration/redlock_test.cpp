@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -338,6 +339,33 @@ TEST_F(RedlockTest, WaitEndsAtItsDeadlineWhileATryIsOutAndALateWinIsReleased) {
   dlock::Result<dlock::Lease> next = lock.acquire(no_wait());
   ASSERT_TRUE(next.ok()) << next.error().what();
   EXPECT_TRUE(next->release().ok());
+}
+
+// A stop request ends a wait while its try is out on paused nodes (it used to wait for the
+// nodes' command timeout), and a try that wins later is released.
+TEST_F(RedlockTest, StopRequestEndsAWaitWhileATryIsOut) {
+  const milliseconds node_timeout = scaled(4000ms);
+  Clients c = group.clients(options(node_timeout));
+  dlock::Redlock lock(pointers(c), "stop-try", watchdog(10s));
+  for (std::size_t i : {0, 1, 2}) group.server(i).pause();
+  std::stop_source stop;
+  auto result = std::async(std::launch::async, [&] { return lock.acquire(dlock::WaitOptions{30s}, stop.get_token()); });
+  std::this_thread::sleep_for(scaled(300ms));
+  stop.request_stop();
+  const bool ended = result.wait_for(scaled(1000ms)) == std::future_status::ready;
+  for (std::size_t i : {0, 1, 2}) group.server(i).resume();
+  ASSERT_TRUE(ended) << "the stop request waited for the try on paused nodes";
+  auto r = result.get();
+  EXPECT_TRUE(!r.ok() && r.code() == dlock::errc::cancelled) << (r.ok() ? "acquired" : r.error().what());
+  EXPECT_TRUE(eventually(
+      [&] {
+        for (std::size_t i = 0; i < N; ++i) {
+          if (group.raw(i).cmd_int({"EXISTS", key_of("stop-try")}) != 0) return false;
+        }
+        return true;
+      },
+      scaled(3000ms)))
+      << "a try that won after the stop kept the lock";
 }
 
 // Destroying the Client that hosts a held lease's watchdog (the first node's) releases the lease
