@@ -149,14 +149,11 @@ void QuorumFanout::run(const Script& script, const std::vector<std::string>& key
 
 void QuorumFanout::send_to_others(const Script& script, const std::vector<std::string>& keys,
                                   const std::vector<std::string>& args) const {
-  for (std::size_t i = 1; i < nodes_.size(); ++i) {
-    const std::shared_ptr<ClientCore>& core = nodes_.cores[i];
-    // Sent again while its outcome is unknown, as every Redlock release is (a node shut down
-    // meanwhile answers errc::shutdown, which ends that).
-    send_idempotent(
-        core, [core, &script, keys, args](ReplyHandler answered) { core->eval(script, keys, args, std::move(answered)); },
-        [](Result<Reply>) {});
-  }
+  // No verdict is awaited; each is sent again while its outcome is unknown, as every Redlock
+  // release is (a node shut down meanwhile answers errc::shutdown, which ends that).
+  const RedlockNodes others{{nodes_.cores.begin() + 1, nodes_.cores.end()}};
+  fan_out(others, script, keys, args, [](const NodeReplies&) { return false; }, [](NodeReplies) {},
+          Resend::while_unknown);
 }
 
 }  // namespace dlock::detail
