@@ -99,8 +99,8 @@ struct Pending {
 
 // Whether the lock's server answers within a second (the command timeout, if shorter): on a
 // Cluster the primary of the lock's slot (the command names the lock's key, so it is routed
-// there), with --redlock a majority of the masters. Any reply counts, an error reply too (NOPERM, LOADING: the server is there); only a
-// connection error or a timeout does not.
+// there), with --redlock a majority of the masters. Any reply counts, an error reply too
+// (NOPERM, LOADING: the server is there); only a connection error or a timeout does not.
 bool servers_answer(Context& ctx, const std::string& name) {
   std::vector<dlock::Client*> nodes;
   if (ctx.redlock()) nodes = ctx.redlock_nodes();
