@@ -181,11 +181,17 @@ class AcquireOp final : public std::enable_shared_from_this<AcquireOp> {
       return try_now();
     }
     state_ = State::subscribing;
-    queue_->subscribe_then([self = shared_from_this(), held_here, holder_ttl] {
+    // Subscribed only now: a release published before the subscription took effect (the
+    // previous head took the lock with its unsubscribed try, and may already have let it go)
+    // was heard by nobody here, so the first wait begins with a try, as every new subscription's.
+    const bool subscribed_before = queue_->confirmed();
+    queue_->subscribe_then([self = shared_from_this(), held_here, holder_ttl, subscribed_before] {
       if (self->state_ != State::subscribing) return;
       // A Client off the roll (its previous head acquired with nobody queued behind it; this
       // waiter came later) would never be named: one try, which finds the lock busy, puts it on.
-      if (!held_here || (self->queue_->keeps_roll() && !self->queue_->on_roll())) return self->try_now();
+      if (!held_here || !subscribed_before || (self->queue_->keeps_roll() && !self->queue_->on_roll())) {
+        return self->try_now();
+      }
       self->seen_generation_ = self->queue_->generation();
       self->sleep(BootClock::now(), holder_ttl);
     });
