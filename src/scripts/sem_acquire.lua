@@ -48,12 +48,16 @@ if held + k <= limit then
     token = redis.call('INCR', KEYS[4])
   end
   local ttl = tonumber(ARGV[2])
-  local entries = {}
-  for i = 1, k do
-    entries[2 * i - 1] = now + ttl
-    entries[2 * i] = ARGV[1] .. '#' .. i
+  -- In calls of at most 1000 permits: unpack() of a few thousand values overflows Lua's C stack
+  -- ("too many results to unpack"), and k is only bounded by the limit.
+  for from = 1, k, 1000 do
+    local entries = {}
+    for i = from, math.min(k, from + 999) do
+      entries[#entries + 1] = now + ttl
+      entries[#entries + 1] = ARGV[1] .. '#' .. i
+    end
+    redis.call('ZADD', KEYS[2], unpack(entries))
   end
-  redis.call('ZADD', KEYS[2], unpack(entries))
   -- The zset lives as long as its longest permit, so its expiry (a keyspace event waiters watch)
   -- marks the last permit gone. held == 0: ZADD just created it, without a TTL (GT would treat
   -- that as infinite and set nothing).

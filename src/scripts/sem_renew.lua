@@ -16,12 +16,15 @@ for i = 1, k do
   end
 end
 local ttl = tonumber(ARGV[2])
-local entries = {}
-for i = 1, k do
-  entries[2 * i - 1] = now + ttl
-  entries[2 * i] = ARGV[1] .. '#' .. i
+-- In calls of at most 1000 permits, as sem_acquire.lua adds them (unpack() limit).
+for from = 1, k, 1000 do
+  local entries = {}
+  for i = from, math.min(k, from + 999) do
+    entries[#entries + 1] = now + ttl
+    entries[#entries + 1] = ARGV[1] .. '#' .. i
+  end
+  redis.call('ZADD', KEYS[1], 'XX', unpack(entries))
 end
-redis.call('ZADD', KEYS[1], 'XX', unpack(entries))
 -- GT: only ever lengthens the zset's life (it must outlive its longest permit). It always has a
 -- TTL here: sem_acquire gives it one whenever it adds to it.
 redis.call('PEXPIRE', KEYS[1], ttl, 'GT')
