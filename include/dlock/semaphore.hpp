@@ -43,7 +43,9 @@
 //     small requests never overtake an earlier large one, so the large one is not starved by
 //     the process's own small ones; the small ones wait at most as long as the head does.
 //   - Exception: a head whose k exceeds the limit (it could only be served after set_permits()
-//     raises it) leaves the queue for a separate one and waits there, so it blocks nobody.
+//     raises it) leaves the queue for a separate one and waits there, so it blocks nobody. Once
+//     a resize makes k fit, its next try sends it back to the end of the shared queue, where
+//     releases wake it again; waiters that queued meanwhile go first.
 //   - No fairness across Clients: each Client's head races the other Clients' heads; an
 //     acquisition of k > 1 permits may wait while other Clients take single permits. (A release
 //     that woke waiters of other Clients holds the releasing Client's own next try back for

@@ -47,6 +47,42 @@ Result<Reply> eval_blocking(const std::shared_ptr<ClientCore>& core, const Scrip
   return wait->wait(*core);
 }
 
+// One leg of a wait, in the shared queue or in the over-limit one. A try that shows k on the
+// wrong side of the limit for this queue ({0, -1} in the shared queue: k is above the limit, no
+// expiry would make room; {0, pttl} in the over-limit queue: a resize made k fit, and now
+// releases count) ends the leg with a marker error, and the wait goes on in the other queue,
+// at its end, with what is left of the timeout.
+void wait_in_queue(std::shared_ptr<ClientCore> core, std::shared_ptr<const AcquireRequest> shared,
+                   std::shared_ptr<const AcquireRequest> over, bool over_limit, BootClock::time_point started,
+                   std::function<void(Result<Lease>)> done, std::stop_token stop) {
+  AcquireRequest leg = over_limit ? *over : *shared;
+  if (leg.wait.timeout) {
+    const auto spent = std::chrono::duration_cast<milliseconds>(BootClock::now() - started);
+    if (spent >= *leg.wait.timeout) return done(Error(errc::timeout, "timed out waiting for " + leg.what));
+    *leg.wait.timeout -= spent;
+  }
+  auto moves = std::make_shared<bool>(false);
+  leg.attempt = [inner = leg.attempt, moves, over_limit](const TryContext& ctx, std::function<void(Attempt)> report) {
+    inner(ctx, [moves, over_limit, report = std::move(report)](Attempt a) {
+      if (a.kind == Attempt::Kind::busy && a.holder_ttl.has_value() == over_limit) {
+        *moves = true;
+        a = Attempt{};
+        a.error = Error(errc::busy, over_limit ? "within the limit again" : "over the limit");  // never seen
+      }
+      report(std::move(a));
+    });
+  };
+  start_acquire(core, std::move(leg),
+                [core, shared = std::move(shared), over = std::move(over), over_limit, started, moves,
+                 done = std::move(done), stop](Result<Lease> r) mutable {
+                  // Only the marker moves the wait; a cancellation or timeout that raced it stands.
+                  if (!*moves || r.ok() || r.code() != errc::busy) return done(std::move(r));
+                  wait_in_queue(std::move(core), std::move(shared), std::move(over), !over_limit, started,
+                                std::move(done), std::move(stop));
+                },
+                stop);
+}
+
 }  // namespace
 
 Semaphore::Semaphore(Client& client, std::string name, std::size_t permits, LeaseOptions lease)
@@ -98,38 +134,12 @@ void Semaphore::start(std::size_t k, WaitOptions wait, std::function<void(Result
   if (wait.timeout && wait.timeout->count() <= 0) {  // one try: it queues behind nobody
     return start_acquire(core_, std::move(req), std::move(done), std::move(stop));
   }
-  // A try that finds k above the limit ({0, -1}: no expiry would make room) ends this wait with a
-  // marker error, and the wait goes on in the over-limit queue (see over_limit_queue).
-  AcquireRequest moved = req;  // the same try (one spec), waiting in the other queue
-  moved.key = key_ + over_limit_queue;
-  moved.wake_only_on = "resized";  // a release never makes room for more than the limit
-  auto over = std::make_shared<bool>(false);
-  req.attempt = [inner = std::move(req.attempt), over](const TryContext& ctx, std::function<void(Attempt)> report) {
-    inner(ctx, [over, report = std::move(report)](Attempt a) {
-      if (a.kind == Attempt::Kind::busy && !a.holder_ttl) {
-        *over = true;
-        a = Attempt{};
-        a.error = Error(errc::busy, "over the limit");  // never seen by the caller
-      }
-      report(std::move(a));
-    });
-  };
-  const auto started = BootClock::now();
-  start_acquire(core_, std::move(req),
-                [over, core = core_, moved = std::move(moved), started, done = std::move(done),
-                 stop](Result<Lease> r) mutable {
-                  // Only the marker moves the wait; a cancellation or timeout that raced it stands.
-                  if (!*over || r.ok() || r.code() != errc::busy) return done(std::move(r));
-                  if (moved.wait.timeout) {
-                    const auto spent = std::chrono::duration_cast<milliseconds>(BootClock::now() - started);
-                    if (spent >= *moved.wait.timeout) {
-                      return done(Error(errc::timeout, "timed out waiting for " + moved.what));
-                    }
-                    *moved.wait.timeout -= spent;
-                  }
-                  start_acquire(core, std::move(moved), std::move(done), std::move(stop));
-                },
-                stop);
+  AcquireRequest over = req;  // the same try (one spec), waiting in the other queue
+  over.key = key_ + over_limit_queue;
+  over.wake_only_on = "resized";  // a release never makes room for more than the limit
+  wait_in_queue(core_, std::make_shared<const AcquireRequest>(std::move(req)),
+                std::make_shared<const AcquireRequest>(std::move(over)), /*over_limit=*/false, BootClock::now(),
+                std::move(done), std::move(stop));
 }
 
 Result<Lease> Semaphore::acquire(std::size_t k, WaitOptions wait, std::stop_token stop) {

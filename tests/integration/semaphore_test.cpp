@@ -400,6 +400,28 @@ TEST_F(SemaphoreTest, WaiterAboveTheLimitSleepsThroughReleases) {
   EXPECT_LT(th - t0, scaled(700ms));
 }
 
+// A request above the limit that a resize brings within it, but for which permits are not yet
+// free, waits for releases again: it stayed in the over-limit queue, where only "resized" wakes,
+// and took the permits 4-5 s after the release that freed them (its recheck interval).
+TEST_F(SemaphoreTest, RequestThatAResizeBroughtWithinTheLimitWakesOnRelease) {
+  dlock::Client hc(server->url());
+  dlock::Semaphore holder(hc, "over-then-fits", 1);
+  dlock::Semaphore sem(*client, "over-then-fits", 1);
+  auto one = holder.acquire(1, no_wait());
+  ASSERT_TRUE(one.ok()) << one.error().what();
+  Waiter two(sem, 2, dlock::WaitOptions{20000ms, 5000ms});
+  std::this_thread::sleep_for(300ms);  // it tried, found 2 above the limit of 1, and waits for a resize
+  ASSERT_TRUE(holder.set_permits(2).ok());
+  std::this_thread::sleep_for(300ms);  // woken by the resize, it tried: 1 of 2 is still held
+  ASSERT_FALSE(two.done());
+  const auto t0 = SteadyClock::now();
+  ASSERT_TRUE(one->release().ok());
+  ASSERT_EQ(two.result.wait_for(scaled(10s)), std::future_status::ready);
+  auto [r, at] = two.result.get();
+  ASSERT_TRUE(r.ok()) << r.error().what();
+  EXPECT_LT(at - t0, scaled(1500ms)) << "the release did not wake it";
+}
+
 TEST_F(SemaphoreTest, RequestAboveTheLimitBlocksNobody) {
   dlock::Client hc(server->url());
   dlock::Semaphore holder(hc, "over", 2);
@@ -573,6 +595,29 @@ TEST_F(SemaphoreTest, WatchdogRenewsPermits) {
   EXPECT_EQ(probe.calls.load(), 0);
   EXPECT_TRUE(permit->release().ok());
   EXPECT_TRUE(other.try_acquire());
+}
+
+// k is bounded only by the limit: thousands of permits in one acquisition are added and renewed
+// in chunks (one ZADD of them all failed: unpack() of ~8,000 values overflows Lua's stack,
+// "too many results to unpack", from k = 4,000 on).
+TEST_F(SemaphoreTest, ThousandsOfPermitsAtOnce) {
+  dlock::Semaphore sem(*client, "thousands", 9000, watchdog(300ms));
+  auto big = sem.acquire(4500, no_wait());
+  ASSERT_TRUE(big.ok()) << big.error().what();
+  const std::string permits = sem.key() + ":permits";
+  EXPECT_EQ(raw->cmd_int({"ZCARD", permits}), 4500);
+  EXPECT_NE(raw->cmd({"ZSCORE", permits, big->owner() + "#4500"}), "(nil)");
+  std::this_thread::sleep_for(700ms);  // renewed twice or more (a 300 ms lease)
+  EXPECT_TRUE(big->held());
+  ASSERT_TRUE(big->extend(20000ms).ok());
+  EXPECT_GT(raw->cmd_int({"PTTL", permits}), 10000) << "extend() did not reach the permits";
+  EXPECT_EQ(sem.acquire(4501, no_wait()).code(), make_error_code(dlock::errc::busy));
+  auto rest = sem.acquire(4500, no_wait());
+  ASSERT_TRUE(rest.ok()) << rest.error().what();
+  EXPECT_EQ(raw->cmd_int({"ZCARD", permits}), 9000);
+  EXPECT_TRUE(big->release().ok());
+  EXPECT_TRUE(rest->release().ok());
+  EXPECT_EQ(raw->cmd_int({"ZCARD", permits}), 0);
 }
 
 // A permit removed behind the holder's back: on_lost(taken), and release reports lock_lost.
