@@ -128,6 +128,12 @@ int ChildCommand::start(const std::string& path, const std::vector<std::string>&
   std::vector<char*> cargv;
   for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
   cargv.push_back(nullptr);
+  // A script without a "#!" line fails execve() with ENOEXEC; it is then run by /bin/sh, as
+  // execvp(3), env(1) and flock(1) run it: /bin/sh PATH ARGS...
+  static char sh[] = "/bin/sh";
+  std::vector<char*> sh_argv{sh, const_cast<char*>(path.c_str())};
+  for (std::size_t i = 1; i < argv.size(); ++i) sh_argv.push_back(const_cast<char*>(argv[i].c_str()));
+  sh_argv.push_back(nullptr);
   std::vector<std::string> envs;
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
     const std::string entry(*e);
@@ -175,7 +181,11 @@ int ChildCommand::start(const std::string& path, const std::vector<std::string>&
       if (fd != report[1]) ::close(fd);
     }
     ::execve(path.c_str(), cargv.data(), cenv.data());
-    const int err = errno;
+    int err = errno;
+    if (err == ENOEXEC) {
+      ::execve(sh, sh_argv.data(), cenv.data());
+      err = errno;
+    }
     ssize_t ignored = ::write(report[1], &err, sizeof err);
     (void)ignored;
     ::_exit(err == ENOENT || err == ENOTDIR ? 127 : 126);
@@ -223,6 +233,13 @@ std::optional<int> ChildCommand::poll() {
       // terminal to the command again and continue it.
       give_terminal_to(::getpgrp());
       ::kill(::getpid(), SIGSTOP);
+      if (may_continue_ && !may_continue_()) {
+        // The lease ran out while everything was stopped: the command must not run another
+        // instruction (another holder may have the lock by now). SIGKILL ends stopped processes.
+        killed_on_resume_ = true;
+        signal_group(SIGKILL);
+        continue;
+      }
       give_terminal_to(pid_);
       signal_group(SIGCONT);
       continue;

@@ -10,6 +10,7 @@
 
 #include <sys/types.h>
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <utility>
@@ -51,6 +52,12 @@ class ChildCommand {
   std::optional<int> poll();
   // The signal that ended it, 0 when it exited.
   int term_signal() const { return term_signal_; }
+  // Asked when dlock is continued after a stop of the command (Ctrl-Z, then `fg`), before the
+  // command is: false, and the command's group is killed instead (SIGKILL), never continued.
+  // dlock was stopped too, watchdog included, so the lease may have run out meanwhile.
+  void set_resume_check(std::function<bool()> may_continue) { may_continue_ = std::move(may_continue); }
+  // The command was killed instead of continued (set_resume_check).
+  bool killed_on_resume() const { return killed_on_resume_; }
 
  private:
   void give_terminal_to(pid_t pgrp) const;
@@ -59,6 +66,8 @@ class ChildCommand {
   bool owns_terminal_ = false;
   std::optional<int> status_;
   int term_signal_ = 0;
+  std::function<bool()> may_continue_;
+  bool killed_on_resume_ = false;
 };
 
 }  // namespace dlock::cli

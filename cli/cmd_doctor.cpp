@@ -185,8 +185,25 @@ Check check_keyspace_events(const Probe& c) {
   auto flags = config_get(c, "notify-keyspace-events", why);
   if (!flags) return {"keyspace-events", Status::unknown, "cannot check: " + why, ""};
   auto has = [&](char f) { return flags->find(f) != std::string::npos; };
-  if (has('K') && (has('A') || has('g') || has('x'))) {
-    return {"keyspace-events", Status::info, "on (\"" + *flags + "\"): waiters also wake at once when a lock expires", ""};
+  // 'g' carries DEL (a force-unlock, another client's delete), 'x' expiries; 'A' is both.
+  const bool deletes = has('K') && (has('A') || has('g'));
+  const bool expiries = has('K') && (has('A') || has('x'));
+  const std::string on = "on (\"" + *flags + "\"): ";
+  if (deletes && expiries) {
+    return {"keyspace-events", Status::info,
+            on + "waiters also wake at once when a lock expires or another client deletes it", ""};
+  }
+  if (deletes) {
+    return {"keyspace-events", Status::info,
+            on + "waiters also wake at once when another client deletes a lock, but not when one expires "
+                 "(noticed at its TTL or the next recheck)",
+            "optional: CONFIG SET notify-keyspace-events " + *flags + "x"};
+  }
+  if (expiries) {
+    return {"keyspace-events", Status::info,
+            on + "waiters also wake at once when a lock expires, but not when another client deletes one "
+                 "(noticed at its TTL or the next recheck)",
+            "optional: CONFIG SET notify-keyspace-events " + *flags + "g"};
   }
   return {"keyspace-events", Status::info,
           "off: waiters wake on dlock's release notifications; a lock that expires or that another client "

@@ -294,10 +294,23 @@ int cmd_run(Context& ctx, const Args& args) {
     return finish(ctx, s, report);
   }
 
+  // Ctrl-Z stops dlock with the command, watchdog and all: on `fg` the command is continued
+  // only if the lease still has more than the margin left.
+  child.set_resume_check([&lease, &s] { return lease.held() && lease.remaining() > s.margin; });
   const Stopping why = supervise(ctx, s, lease, child, signals, *events);
   report.status = child.poll();
   report.signal = child.term_signal();
   report.held_ms = std::chrono::duration_cast<milliseconds>(Clock::now() - started).count();
+
+  if (child.killed_on_resume()) {
+    report.outcome = "lost";
+    report.exit_code = s.lost_code;
+    report.message = "the command was killed instead of continued: it was stopped until lock '" + s.name +
+                     "' had " + dlock::format_duration(s.margin) + " of its lease or less left";
+    // Whatever is left of the lease expires by itself; a release could block on a lost server.
+    finish(ctx, s, report);
+    Context::exit_now(report.exit_code);
+  }
 
   if (why != Stopping::no) {
     child.signal_group(SIGKILL);  // nothing of the command's group may run on unprotected

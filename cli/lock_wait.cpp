@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <condition_variable>
 #include <cstdio>
 #include <memory>
@@ -12,6 +13,7 @@
 #include "dlock/admin.hpp"
 #include "dlock/clock.hpp"
 #include "lock_view.hpp"
+#include "lua_scripts.hpp"
 #include "owner_token.hpp"
 
 namespace dlock::cli {
@@ -97,11 +99,15 @@ struct Pending {
   EventPipe done;
 };
 
-// Whether the lock's server answers within a second (the command timeout, if shorter): on a
-// Cluster the primary of the lock's slot (the command names the lock's key, so it is routed
-// there), with --redlock a majority of the masters. Any reply counts, an error reply too
-// (NOPERM, LOADING: the server is there); only a connection error or a timeout does not.
-bool servers_answer(Context& ctx, const std::string& name) {
+// Whether the lock's server shows it taken by someone else, within a second (the command
+// timeout, if shorter): on a Cluster the primary of the lock's slot (the script names the lock's
+// keys, so it is routed there), with --redlock a majority of the masters. A reply counts when
+// the lock's keys name an owner other than this process (lua::held_by_others), or when it is an
+// error reply (NOPERM, LOADING: the server is there but cannot tell). A connection error, a
+// timeout or "free" does not: a server that stalled through the end of the wait and recovered
+// just after it shows a free lock, or one taken by this process's own late try (that try was
+// queued ahead on the same connection), neither of which is "busy".
+bool lock_seen_taken(Context& ctx, const std::string& name) {
   std::vector<dlock::Client*> nodes;
   if (ctx.redlock()) nodes = ctx.redlock_nodes();
   else nodes.push_back(&ctx.client());
@@ -114,18 +120,24 @@ bool servers_answer(Context& ctx, const std::string& name) {
   };
   auto answers = std::make_shared<Answers>();  // outlives this call: late replies land here
   const std::string key = ctx.globals().prefix + "{" + name + "}";
+  std::array<char, 256> host{};
+  if (::gethostname(host.data(), host.size() - 1) != 0) std::snprintf(host.data(), host.size(), "unknown-host");
+  const std::string mine = "@" + std::string(host.data()) + ":" + std::to_string(::getpid()) + ":";
   for (dlock::Client* c : nodes) {
-    c->async_command({"EXISTS", key}, [answers](dlock::Result<dlock::Reply> r) {
-      if (!r.ok() && (r.code() == dlock::errc::connection || r.code() == dlock::errc::timeout ||
-                      r.code() == dlock::errc::shutdown)) {
-        return;
-      }
-      {
-        std::lock_guard lock(answers->mu);
-        ++answers->count;
-      }
-      answers->cv.notify_all();
-    });
+    c->async_command({"EVAL", lua::held_by_others, "4", key, key + ":readers", key + ":wintent", key + ":permits",
+                      mine},
+                     [answers](dlock::Result<dlock::Reply> r) {
+                       if (!r.ok() ? r.code() == dlock::errc::connection || r.code() == dlock::errc::timeout ||
+                                         r.code() == dlock::errc::shutdown
+                                   : r->is_integer() && r->integer() == 0) {
+                         return;
+                       }
+                       {
+                         std::lock_guard lock(answers->mu);
+                         ++answers->count;
+                       }
+                       answers->cv.notify_all();
+                     });
   }
   std::unique_lock lock(answers->mu);
   return answers->cv.wait_for(lock, bound, [&] { return answers->count >= needed; });
@@ -203,11 +215,12 @@ WaitOutcome wait_for_lock(Context& ctx, LockTarget& target, std::optional<millis
     // lock is taken (exit 75, which --conflict-exit-code may even turn into success); a timeout
     // before the wait's end is the server's silence, reported as unreachable (69).
     // A wait that ran out while its last try was still out (a server paused or cut off since
-    // its previous try) is told apart by asking the server(s) once more, for at most a second:
-    // a busy lock's exit costs one round trip more, a silent server's up to that second.
+    // its previous try) is told apart by asking the server(s) once more, for at most a second,
+    // whether the lock is taken: a busy lock's exit costs one round trip more, a silent
+    // server's up to that second; a free lock (the try was lost to a stall) is not "busy".
     if (out.error.code == dlock::errc::timeout && out.signal == 0 &&
         (!wait || wait->count() == 0 || out.waited + milliseconds(5) < *wait ||
-         !servers_answer(ctx, target.name()))) {
+         !lock_seen_taken(ctx, target.name()))) {
       out.error = dlock::Error(dlock::errc::connection,
                                out.error.what() + " (the server did not answer: the lock's state is unknown)");
     }

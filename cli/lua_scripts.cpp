@@ -32,4 +32,38 @@ if redis.pcall('GET', KEYS[2]) == ARGV[1] then return 2 end
 return 0
 )lua";
 
+// For a wait that ran out while its last try was unanswered (lock_wait.cpp): that try, still
+// queued on the same connection, reaches the server first and may take a free lock, which the
+// library then gives back. Its owner token is this process's, so it is not counted.
+const char* const held_by_others = R"lua(
+local function foreign(token) return not string.find(token, ARGV[1], 1, true) end
+local kind = redis.call('TYPE', KEYS[1])['ok']
+if kind == 'string' then
+  if foreign(redis.call('GET', KEYS[1])) then return 1 end
+elseif kind == 'hash' then
+  local pairs_ = redis.call('HGETALL', KEYS[1])
+  for i = 1, #pairs_, 2 do
+    local field, value = pairs_[i], pairs_[i + 1]
+    if field == 'writer' then
+      if foreign(value) then return 1 end
+    elseif field ~= 'kind' and foreign(field) then
+      return 1
+    end
+  end
+elseif kind ~= 'none' then
+  return 1
+end
+for k = 2, 4 do
+  local t = redis.call('TYPE', KEYS[k])['ok']
+  if t == 'zset' then
+    for _, member in ipairs(redis.call('ZRANGE', KEYS[k], 0, -1)) do
+      if foreign(member) then return 1 end
+    end
+  elseif t ~= 'none' then
+    return 1
+  end
+end
+return 0
+)lua";
+
 }  // namespace dlock::cli::lua

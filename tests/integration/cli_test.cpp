@@ -8,7 +8,11 @@
 
 #include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
+#include <pty.h>
 #include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cctype>
@@ -16,9 +20,11 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <memory>
 #include <optional>
 #include <regex>
@@ -557,9 +563,95 @@ TEST_F(CliAuthTest, RefusedAuthenticationExits78) {
 TEST_F(CliTest, CommandThatCannotRunExits126Or127) {
   EXPECT_EQ(dlock({"run", "x", "--", "/nonexistent/program"}).exit_code, 127);
   EXPECT_EQ(dlock({"run", "x", "--", "no-such-command-dlock-test"}).exit_code, 127);
-  auto not_exec = dlock({"run", "x", "--", "/etc/hostname"});
+  // A file without an execute bit (root too may only run files that have one).
+  const std::string plain = path("not-executable");
+  std::ofstream(plain) << "echo ran\n";
+  ASSERT_EQ(::chmod(plain.c_str(), 0644), 0);
+  auto not_exec = dlock({"run", "x", "--", plain});
   EXPECT_EQ(not_exec.exit_code, 126) << describe(not_exec);
   EXPECT_EQ(raw->cmd_int({"EXISTS", key("x")}), 0);
+}
+
+// The state letter of /proc/<pid>/stat ('T': stopped), or 0 when it cannot be read.
+char process_state(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  const auto paren = stat.rfind(')');
+  return paren == std::string::npos || paren + 2 >= stat.size() ? '\0' : stat[paren + 2];
+}
+
+// Ctrl-Z stops the command and dlock with it, watchdog included. On `fg` after the lease ran out
+// (and another client took the lock), the command is killed, never continued: it was continued
+// first and only stopped once dlock looked at the lease again. Run on a pseudo-terminal, where
+// dlock hands the terminal to the command and handles its stop as a job.
+TEST_F(CliTest, CommandStoppedPastItsLeaseIsKilledNotContinued) {
+  const std::vector<std::string> args =
+      argv_for({"--json", "run", "tstp", "--ttl", "3s", "--grace", "1s", "--", "sleep", "30"});
+  std::vector<char*> cargv;
+  for (const auto& a : args) cargv.push_back(const_cast<char*>(a.c_str()));
+  cargv.push_back(nullptr);
+  int master = -1;
+  const pid_t pid = ::forkpty(&master, nullptr, nullptr, nullptr);
+  ASSERT_GE(pid, 0) << std::strerror(errno);
+  if (pid == 0) {
+    ::unsetenv("DLOCK_REDIS_URL");
+    ::unsetenv("DLOCK_PREFIX");
+    ::execv(cargv[0], cargv.data());
+    ::_exit(127);
+  }
+  std::string output;
+  auto drain = [&] {  // the pty's output; never blocks
+    char buf[4096];
+    for (;;) {
+      pollfd p{master, POLLIN, 0};
+      if (::poll(&p, 1, 0) <= 0) return;
+      const ssize_t n = ::read(master, buf, sizeof buf);
+      if (n <= 0) return;
+      output.append(buf, static_cast<std::size_t>(n));
+    }
+  };
+  struct Reap {  // whatever happens, nothing is left running
+    pid_t pid;
+    int fd;
+    ~Reap() {
+      if (pid > 0 && ::kill(pid, 0) == 0) {  // never kill(-1, ...): that is every process
+        ::kill(pid, SIGKILL);
+        ::waitpid(pid, nullptr, 0);
+      }
+      ::close(fd);
+    }
+  } reap{pid, master};
+  ASSERT_TRUE(eventually([&] { drain(); return raw->cmd_int({"EXISTS", key("tstp")}) == 1; }, 10s)) << output;
+  std::this_thread::sleep_for(300ms);  // the command runs, in the terminal's foreground
+  ASSERT_EQ(::write(master, "\x1a", 1), 1);  // Ctrl-Z
+  ASSERT_TRUE(eventually([&] { drain(); return process_state(pid) == 'T'; }, 5s)) << "dlock did not stop\n" << output;
+  ASSERT_TRUE(eventually([&] { return raw->cmd_int({"EXISTS", key("tstp")}) == 0; }, 10s)) << "the lease did not end";
+  auto other = dlock({"acquire", "tstp", "--ttl", "30s"});
+  ASSERT_EQ(other.exit_code, 0) << describe(other);
+  ASSERT_EQ(::kill(pid, SIGCONT), 0);  // `fg`
+  int status = 0;
+  ASSERT_TRUE(eventually([&] { drain(); return ::waitpid(pid, &status, WNOHANG) == pid; }, 10s)) << output;
+  reap.pid = -1;
+  drain();
+  ASSERT_TRUE(WIFEXITED(status)) << output;
+  EXPECT_EQ(WEXITSTATUS(status), 70) << output;
+  EXPECT_NE(output.find("killed instead of continued"), std::string::npos) << output;
+}
+
+// A script without a "#!" line runs under /bin/sh, as with execvp(3), env(1) and flock(1) (it
+// failed with "Exec format error", 126).
+TEST_F(CliTest, ScriptWithoutAnInterpreterLineRunsUnderSh) {
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("dlock-noshebang-" + std::to_string(::getpid()) + ".sh")).string();
+  {
+    std::ofstream f(path);
+    f << "echo \"ran $# $1 $DLOCK_NAME\"\nexit 3\n";
+  }
+  ASSERT_EQ(::chmod(path.c_str(), 0700), 0);
+  auto r = dlock({"run", "noshebang", "--", path, "arg1"});
+  std::filesystem::remove(path);
+  EXPECT_EQ(r.exit_code, 3) << describe(r);
+  EXPECT_EQ(r.out, "ran 1 arg1 noshebang\n") << describe(r);
 }
 
 // ----------------------------------------------------------------------------------- run
@@ -777,6 +869,19 @@ TEST_F(CliTest, SilentServerIsUnreachableNotAConflict) {
   EXPECT_EQ(short_wait.exit_code, 69) << describe(short_wait);
 }
 
+// A server that stalls through the end of a wait and answers again just after it: a free lock
+// is not reported as taken (it was 75, which --conflict-exit-code 0 turns into success, for
+// stalls of 0.8-1.2 s after a 300 ms wait); a held one still is.
+TEST_F(CliTest, StallThroughTheEndOfAWaitIsAConflictOnlyWhenTheLockIsTaken) {
+  ASSERT_EQ(dlock({"acquire", "stall-held", "--ttl", "60s"}).exit_code, 0);
+  ASSERT_EQ(raw->cmd({"CLIENT", "PAUSE", "1000", "ALL"}), "OK");
+  auto free_lock = dlock({"run", "stall-free", "--wait", "300ms", "--conflict-exit-code", "0", "--", "true"});
+  ASSERT_EQ(raw->cmd({"CLIENT", "PAUSE", "1000", "ALL"}), "OK");
+  auto held = dlock({"run", "stall-held", "--wait", "300ms", "--", "true"});
+  EXPECT_EQ(free_lock.exit_code, 69) << describe(free_lock);
+  EXPECT_EQ(held.exit_code, 75) << describe(held);
+}
+
 // The README's shell example, run by a real shell: eval exports the owner, so the extend and
 // release that follow (processes of their own) find it without being given it.
 TEST_F(CliTest, AcquireEvaluatedByAShellHandsTheOwnerToLaterCommands) {
@@ -957,6 +1062,30 @@ TEST_F(CliTest, DoctorChecksTheServer) {
     cannot_check += c["status"].str() == "cannot_check";
   }
   EXPECT_GE(cannot_check, 4) << plain.out;
+}
+
+// What `doctor` says of keyspace notifications follows the flags: 'g' carries deletions, 'x'
+// expiries (it said "waiters wake when a lock expires" with Kg alone).
+TEST_F(CliTest, DoctorTellsWhichKeyspaceEventsWakeWaiters) {
+  auto keyspace_check = [&](const std::string& flags) {
+    EXPECT_EQ(raw->cmd({"CONFIG", "SET", "notify-keyspace-events", flags}), "OK");
+    auto r = dlock({"--json", "doctor"});
+    const JsonValue doc = parse_json(r.out, "doctor " + flags);
+    for (const auto& c : doc["checks"].items) {
+      if (c["check"].str() == "keyspace-events") return c["detail"].str() + " | " + c["fix"].str();
+    }
+    ADD_FAILURE() << "no keyspace-events check: " << r.out;
+    return std::string();
+  };
+  const std::string deletes_only = keyspace_check("Kg");
+  EXPECT_NE(deletes_only.find("but not when one expires"), std::string::npos) << deletes_only;
+  EXPECT_NE(deletes_only.find("notify-keyspace-events gKx"), std::string::npos) << deletes_only;
+  const std::string expiries_only = keyspace_check("Kx");
+  EXPECT_NE(expiries_only.find("but not when another client deletes one"), std::string::npos) << expiries_only;
+  const std::string both = keyspace_check("KA");
+  EXPECT_NE(both.find("when a lock expires or another client deletes it"), std::string::npos) << both;
+  const std::string off = keyspace_check("");
+  EXPECT_NE(off.find("off:"), std::string::npos) << off;
 }
 
 // Every command's --json output, success or failure, is one parseable JSON object.
