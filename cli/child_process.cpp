@@ -117,6 +117,8 @@ ProgramLookup find_program(const std::string& name) {
 
 ChildCommand::~ChildCommand() {
   if (owns_terminal_) give_terminal_to(::getpgrp());
+  // Only once the group is gone or was killed (cmd_run): the guard has nothing left to do.
+  disarm_guard();
 }
 
 void ChildCommand::give_terminal_to(pid_t pgrp) const { set_foreground(pgrp); }
@@ -156,6 +158,9 @@ int ChildCommand::start(const std::string& path, const std::vector<std::string>&
     if (fd == report[1] || std::binary_search(inherited_fds().begin(), inherited_fds().end(), fd)) continue;
     to_close.push_back(fd);
   }
+  // What the command leaves behind when its parent exits is reparented to dlock, not to init:
+  // dlock reaps it and sees it in the group (poll()).
+  ::prctl(PR_SET_CHILD_SUBREAPER, 1);
   owns_terminal_ = ::isatty(STDIN_FILENO) == 1 && ::tcgetpgrp(STDIN_FILENO) == ::getpgrp();
   const bool take_terminal = owns_terminal_;
   const pid_t parent = ::getpid();
@@ -210,6 +215,8 @@ int ChildCommand::start(const std::string& path, const std::vector<std::string>&
     error = "cannot execute '" + path + "': " + std::strerror(err);
     return err == ENOENT || err == ENOTDIR ? 127 : 126;
   }
+  // PR_SET_PDEATHSIG covers the command's first process only; the guard covers its group.
+  arm_guard(open_fds());
   return 0;
 }
 
@@ -218,16 +225,19 @@ void ChildCommand::signal_group(int sig) const {
 }
 
 std::optional<int> ChildCommand::poll() {
-  if (status_ || pid_ <= 0) return status_;
+  if (pid_ <= 0) return status_;
   for (;;) {
     int st = 0;
-    const pid_t r = ::waitpid(pid_, &st, WNOHANG | (owns_terminal_ ? WUNTRACED : 0));
+    // Any child: the command, and what it left behind when its parent exited (dlock is their
+    // subreaper, so they become dlock's children; reaped here, they leave no zombies).
+    const pid_t r = ::waitpid(-1, &st, WNOHANG | (owns_terminal_ && !status_ ? WUNTRACED : 0));
     if (r < 0 && errno == EINTR) continue;
-    if (r < 0) {  // ECHILD: cannot happen for our own child; treat as gone
-      status_ = 126;
+    if (r < 0) {  // ECHILD: no child left at all
+      if (!status_) status_ = 126;  // cannot happen while the command runs; treat it as gone
       break;
     }
-    if (r == 0) return std::nullopt;
+    if (r == 0) break;
+    if (r != pid_) continue;  // a descendant of the command, or the guard
     if (WIFSTOPPED(st)) {
       // Ctrl-Z: take the terminal back, stop as a job the shell can see, and on `fg` hand the
       // terminal to the command again and continue it.
@@ -252,11 +262,57 @@ std::optional<int> ChildCommand::poll() {
     } else {
       continue;
     }
-    break;
+    if (owns_terminal_) give_terminal_to(::getpgrp());
+    owns_terminal_ = false;
   }
-  if (owns_terminal_) give_terminal_to(::getpgrp());
-  owns_terminal_ = false;
+  if (!status_) return std::nullopt;
+  // The command is over when its whole process group is: what it started in the background
+  // (`cmd &`) runs under the lock as the command itself did, as with flock(1), whose lock
+  // lives as long as any process holding its descriptor.
+  if (::kill(-pid_, 0) == 0) return std::nullopt;
   return status_;
+}
+
+bool ChildCommand::group_outlives_leader() const { return status_.has_value() && ::kill(-pid_, 0) == 0; }
+
+void ChildCommand::arm_guard(const std::vector<int>& close_in_guard) {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) return;  // no guard: PR_SET_PDEATHSIG still covers the command itself
+  const pid_t group = pid_;
+  const pid_t g = ::fork();
+  if (g < 0) {
+    ::close(fds[0]);
+    ::close(fds[1]);
+    return;
+  }
+  if (g == 0) {
+    // The guard: only async-signal-safe calls. It keeps nothing of dlock's open (sockets,
+    // the terminal, pipes a caller waits on), waits for dlock to go, and, unless dlock said it
+    // was done, kills what is left of the command's group. Its signal mask is dlock's (the
+    // terminal's SIGINT/SIGHUP stay blocked), so only SIGKILL ends it early.
+    for (int fd : close_in_guard) {
+      if (fd != fds[0]) ::close(fd);
+    }
+    ::close(fds[1]);
+    char done = 0;
+    ssize_t n;
+    do {
+      n = ::read(fds[0], &done, 1);
+    } while (n < 0 && errno == EINTR);
+    if (n != 1) ::kill(-group, SIGKILL);
+    ::_exit(0);
+  }
+  ::close(fds[0]);
+  guard_fd_ = fds[1];
+}
+
+void ChildCommand::disarm_guard() {
+  if (guard_fd_ < 0) return;
+  const char done = 'q';
+  ssize_t ignored = ::write(guard_fd_, &done, 1);
+  (void)ignored;
+  ::close(guard_fd_);
+  guard_fd_ = -1;
 }
 
 }  // namespace dlock::cli

@@ -1,6 +1,9 @@
 // child_process.hpp — the command `dlock run` protects: found in PATH before the lock is taken,
-// started in its own process group with PR_SET_PDEATHSIG(SIGKILL) (it never outlives dlock, so
-// it never runs unprotected), signalled as a group, and reaped.
+// started in its own process group, signalled as a group, and reaped; it is over when its whole
+// group is (what it starts in the background runs under the lock too). It never outlives dlock:
+// its first process has PR_SET_PDEATHSIG(SIGKILL), and a guard process kills the rest of the
+// group if dlock dies (kill -9). A process that leaves the group (setsid, setpgid) is no longer
+// the command's.
 //
 // When dlock runs in the foreground of a terminal, the command's group becomes the terminal's
 // foreground group (so it can read the terminal and Ctrl-C/Ctrl-Z reach it directly); when the
@@ -58,9 +61,16 @@ class ChildCommand {
   void set_resume_check(std::function<bool()> may_continue) { may_continue_ = std::move(may_continue); }
   // The command was killed instead of continued (set_resume_check).
   bool killed_on_resume() const { return killed_on_resume_; }
+  // The command's first process has exited, and others of its group still run (poll() waits
+  // for them).
+  bool group_outlives_leader() const;
 
  private:
   void give_terminal_to(pid_t pgrp) const;
+  // The guard: a process that outlives dlock and kills the command's group if dlock dies
+  // without disarming it (kill -9, a crash). `close_in_guard`: dlock's open descriptors.
+  void arm_guard(const std::vector<int>& close_in_guard);
+  void disarm_guard();
 
   pid_t pid_ = -1;
   bool owns_terminal_ = false;
@@ -68,6 +78,7 @@ class ChildCommand {
   int term_signal_ = 0;
   std::function<bool()> may_continue_;
   bool killed_on_resume_ = false;
+  int guard_fd_ = -1;  // write end of the guard's pipe
 };
 
 }  // namespace dlock::cli

@@ -146,8 +146,14 @@ Stopping supervise(Context& ctx, const RunSettings& s, dlock::Lease& lease, Chil
   std::optional<Clock::time_point> kill_at;
   bool killed = false;
   const milliseconds stop_below = s.grace + s.margin;
+  bool noted_leftovers = false;
   while (!child.poll()) {
     const auto now = Clock::now();
+    if (!noted_leftovers && ctx.verbose() && child.group_outlives_leader()) {
+      noted_leftovers = true;
+      ctx.note("the command exited; lock '" + s.name + "' stays held until the processes it left running in its " +
+               "process group have exited");
+    }
     if (why == Stopping::no || why == Stopping::at_risk) {
       if (lease.lost()) {
         if (lease.loss_reason().value_or(dlock::LossReason::taken) == dlock::LossReason::taken) {

@@ -787,20 +787,48 @@ TEST_F(CliTest, SigtermRacingTheReleaseLeavesNoLock) {
   }
 }
 
-// If dlock dies, its command dies with it (PR_SET_PDEATHSIG): it never runs unprotected.
+// If dlock dies, its command dies with it: the first process by PR_SET_PDEATHSIG, the rest of
+// its process group (here a background job) by the guard. The background job outlived dlock's
+// kill -9 and ran on without the lock.
 TEST_F(CliTest, CommandDiesWithDlock) {
-  auto& bg = background({"run", "orphan", "--", "sh", "-c", "echo $$ > " + path("pid") + "; while :; do sleep 0.05; done"});
+  auto& bg = background({"run", "orphan", "--", "sh", "-c",
+                         "sleep 300 & echo $! > " + path("bgpid") + "; echo $$ > " + path("pid") +
+                             "; while :; do sleep 0.05; done"});
   ASSERT_TRUE(eventually([&] { return !read_file(path("pid")).empty(); }, 5s)) << bg.err();
   const std::string proc = "/proc/" + std::to_string(std::stoi(read_file(path("pid")))) + "/stat";
+  const std::string bg_proc = "/proc/" + std::to_string(std::stoi(read_file(path("bgpid")))) + "/stat";
   bg.process().signal(SIGKILL);
   EXPECT_EQ(bg.process().wait_for(3s), std::optional<int>(128 + SIGKILL));
   // Gone, or a zombie waiting for init to reap it.
-  auto dead = [&] {
-    const std::string stat = read_file(proc);
-    const auto close = stat.rfind(')');
-    return stat.empty() || (close != std::string::npos && stat.compare(close + 2, 1, "Z") == 0);
+  auto dead = [&](const std::string& stat_file) {
+    return [&, stat_file] {
+      const std::string stat = read_file(stat_file);
+      const auto close = stat.rfind(')');
+      return stat.empty() || (close != std::string::npos && stat.compare(close + 2, 1, "Z") == 0);
+    };
   };
-  EXPECT_TRUE(eventually(dead, 2s)) << "the command outlived dlock";
+  EXPECT_TRUE(eventually(dead(proc), 2s)) << "the command outlived dlock";
+  EXPECT_TRUE(eventually(dead(bg_proc), 2s)) << "the command's background job outlived dlock";
+}
+
+// The command is over when its process group is: a job it started in the background keeps the
+// lock held until it exits (as with flock(1)). dlock released the lock as soon as the first
+// process exited, with the job still running.
+TEST_F(CliTest, RunHoldsTheLockUntilTheCommandsBackgroundJobsExit) {
+  const auto t0 = SteadyClock::now();
+  auto& bg = background({"-v", "run", "bg-job", "--", "sh", "-c",
+                         "(sleep 1.5; echo done > " + path("job") + ") >/dev/null 2>&1 & exit 7"});
+  ASSERT_TRUE(eventually([&] { return raw->cmd_int({"EXISTS", key("bg-job")}) == 1; }, 5s)) << bg.err();
+  std::this_thread::sleep_for(500ms);  // the sh has exited; its job sleeps on
+  auto during = dlock({"run", "bg-job", "--no-wait", "--", "true"});
+  EXPECT_EQ(during.exit_code, 75) << "the lock was released while the command's job still ran\n" << describe(during);
+  auto code = bg.process().wait_for(10s);
+  ASSERT_TRUE(code.has_value()) << bg.err();
+  EXPECT_EQ(*code, 7) << "the first process's status\n" << bg.err();
+  EXPECT_EQ(read_file(path("job")), "done\n") << "dlock returned before the job ended";
+  EXPECT_GE(ms_since(t0), 1500ms);
+  EXPECT_EQ(raw->cmd_int({"EXISTS", key("bg-job")}), 0) << "not released after the job";
+  EXPECT_NE(bg.err().find("stays held until the processes it left running"), std::string::npos) << bg.err();
 }
 
 // ------------------------------------------------------------------ acquire / extend / release
