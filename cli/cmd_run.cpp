@@ -18,6 +18,9 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
 
 #include "child_process.hpp"
 #include "commands.hpp"
@@ -211,6 +214,44 @@ Stopping supervise(Context& ctx, const RunSettings& s, dlock::Lease& lease, Chil
   return why;
 }
 
+// The final release runs on a thread of its own while this thread keeps listening for signals:
+// a release blocks for up to the command timeout and is retried after a connection error, for
+// seconds when the server is slow or gone, and SIGINT/SIGTERM/SIGHUP must still end dlock then
+// (the key expires at its TTL). Returns nullopt when such a signal came first (`sig`); the caller
+// must then exit at once, as the release thread still uses `lease`.
+std::optional<dlock::Result<void>> release_unless_signalled(dlock::Lease& lease, SignalFd& signals, int& sig) {
+  struct Outcome {
+    EventPipe done;
+    std::mutex mu;
+    std::optional<dlock::Result<void>> result;
+  };
+  auto outcome = std::make_shared<Outcome>();
+  std::thread releaser([outcome, &lease] {
+    auto r = lease.release();
+    {
+      std::lock_guard lock(outcome->mu);
+      outcome->result.emplace(std::move(r));
+    }
+    outcome->done.notify('r');
+  });
+  for (;;) {
+    bool sig_ready = false, done = false;
+    wait_readable(signals.fd(), outcome->done.fd(), -1, sig_ready, done);
+    if (done) {
+      releaser.join();
+      std::lock_guard lock(outcome->mu);
+      return std::move(outcome->result);
+    }
+    while (int s = sig_ready ? signals.take() : 0) {
+      if (s == SIGINT || s == SIGTERM || s == SIGHUP) {
+        sig = s;
+        releaser.detach();
+        return std::nullopt;
+      }
+    }
+  }
+}
+
 }  // namespace
 
 int cmd_run(Context& ctx, const Args& args) {
@@ -335,7 +376,18 @@ int cmd_run(Context& ctx, const Args& args) {
     return finish(ctx, s, report);
   }
 
-  auto released = lease.release();
+  int sig = 0;
+  auto outcome = release_unless_signalled(lease, signals, sig);
+  if (!outcome) {
+    report.outcome = "interrupted";
+    report.signal = sig;
+    report.exit_code = 128 + sig;
+    report.message = "interrupted by " + signal_name(sig) + " while releasing lock '" + s.name +
+                     "' (the command had finished); its key expires at its TTL";
+    finish(ctx, s, report);
+    Context::exit_now(report.exit_code);
+  }
+  auto released = std::move(*outcome);
   if (!released && released.code() == dlock::errc::lock_lost) {
     report.outcome = "lost";
     report.exit_code = s.lost_code;

@@ -751,6 +751,26 @@ TEST_F(CliTest, RunForwardsSigtermToTheCommand) {
   EXPECT_EQ(raw->cmd_int({"EXISTS", key("fwd")}), 0);
 }
 
+// The command has finished and the release hangs on a silent server: SIGTERM ends dlock at once
+// (the key expires at its TTL). The signal waited for the release to give up (8 s here).
+TEST_F(CliTest, SigtermWhileTheReleaseHangsEndsDlockAtOnce) {
+  auto& bg = background({"run", "hung-release", "--", "sh", "-c",
+                         "touch " + path("ready") + "; while [ ! -e " + path("go") + " ]; do sleep 0.02; done"});
+  ASSERT_TRUE(eventually([&] { return file_exists(path("ready")); }, 5s)) << bg.err();
+  server->pause();
+  std::ofstream(path("go")) << "go\n";  // the command ends; its release gets no answer
+  std::this_thread::sleep_for(300ms);
+  ASSERT_FALSE(bg.process().wait_for(0ms).has_value()) << "returned without a release answer\n" << bg.err();
+  const auto t0 = SteadyClock::now();
+  bg.process().signal(SIGTERM);
+  auto code = bg.process().wait_for(5s);
+  server->resume();
+  ASSERT_TRUE(code.has_value()) << "SIGTERM was not heard while the release hung\n" << bg.err();
+  EXPECT_LT(ms_since(t0), 1000ms) << bg.err();
+  EXPECT_EQ(*code, 128 + SIGTERM) << bg.err();
+  EXPECT_NE(bg.err().find("while releasing"), std::string::npos) << bg.err();
+}
+
 TEST_F(CliTest, SigtermWhileWaitingLeavesNoLock) {
   hold_foreign("contended");
   auto& bg = background({"--json", "run", "contended", "--wait", "30s", "--", "touch", path("ran")});
