@@ -30,7 +30,10 @@ GlobalOptions default_globals() {
 
 void apply_globals(const ParsedArgs& parsed, GlobalOptions& g) {
   for (const auto& [name, value] : parsed.options) {
-    if (name == "--redis") g.url = value;
+    if (name == "--redis") {
+      g.url = value;
+      g.redis_given = true;
+    }
     else if (name == "--redlock") g.redlock = value;
     else if (name == "--prefix") g.prefix = value;
     else if (name == "--json") g.json = true;
@@ -81,6 +84,9 @@ dlock::Client& Context::client() {
 
 const std::vector<dlock::Client*>& Context::redlock_nodes() {
   if (!redlock_nodes_.empty()) return redlock_nodes_;
+  // One of the two would be ignored: say so instead of running against servers the user may
+  // not have meant.
+  if (g_.redis_given) throw UsageError("--redis and --redlock both name the servers; give one of them");
   try {
     redlock_clients_ = dlock::Redlock::connect(g_.redlock, client_options());
   } catch (const std::system_error& e) {

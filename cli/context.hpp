@@ -22,6 +22,7 @@ struct GlobalOptions {
   // --redlock URL,URL,...: independent masters for a Redlock (run, acquire, extend, release,
   // status). Empty: --redis alone names the deployment.
   std::string redlock;
+  bool redis_given = false;  // --redis on the command line (with --redlock: a usage error)
   bool json = false;
   bool verbose = false;
 };

@@ -523,6 +523,10 @@ TEST_F(CliRedlockTest, UsageErrorsNameWhatWorks) {
   EXPECT_EQ(run_dlock(with_redlock({"acquire", "x", "--ttl", "1m", "--replicas", "1"})).exit_code, 64);
   auto even = run_dlock({"--redlock", group->urls()[0] + "," + group->urls()[1], "status", "x"});
   EXPECT_EQ(even.exit_code, 64) << describe(even);
+  // --redis with --redlock: one of them would be ignored (it was, silently: --redlock won).
+  auto both = run_dlock(with_redlock({"--redis", group->urls()[0], "status", "x"}));
+  EXPECT_EQ(both.exit_code, 64) << describe(both);
+  EXPECT_NE(both.err.find("--redis and --redlock"), std::string::npos) << both.err;
 
   // --help names the URL forms and the new options.
   auto help = run_dlock({"--help"});
