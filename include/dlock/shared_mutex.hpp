@@ -158,7 +158,7 @@ class SharedMutex {
 
  private:
   bool timed_try(milliseconds d, bool shared);
-  detail::AcquireRequest write_request(WaitOptions wait, std::string& owner, bool& intent) const;
+  detail::AcquireRequest write_request(WaitOptions wait, std::shared_ptr<std::string>& owner, bool& intent) const;
   detail::AcquireRequest read_request(WaitOptions wait) const;
   // `on_wait`: see detail::AcquireRequest::on_wait (a blocking acquire parks its caller's polling).
   void start_write(WaitOptions wait, std::function<void(Result<Lease>)> done, std::stop_token stop,

@@ -95,6 +95,9 @@ AttemptFn script_attempt(std::shared_ptr<ClientCore> core, std::shared_ptr<const
                                                                                      cleanup)](ReplyHandler done) {
                            core->eval_now(*spec->hold.release, payload, std::move(done));
                          });
+                         // That release may arrive late (sent again after a blip): the next try
+                         // must not be this owner's (ScriptAttemptSpec::owner).
+                         if (spec->owner) *spec->owner = core->new_owner_token();
                        }
                        a.error = Error(r.code(), "acquiring " + what() + ": " + r.error().what());
                        return report(std::move(a));
@@ -125,7 +128,11 @@ AttemptFn script_attempt(std::shared_ptr<ClientCore> core, std::shared_ptr<const
                        if (ack.replicas > 0) return acknowledge(core, spec, ack, what(), std::move(a), report);
                        core->active_leases_.fetch_add(1);
                        core->renewals().add(a.lease);
-                       if (refuse_late(a, report)) return;
+                       if (refuse_late(a, report)) {
+                         // Released under this owner: the next try takes a fresh one.
+                         if (spec->owner) *spec->owner = core->new_owner_token();
+                         return;
+                       }
                      } else if (code == 0) {
                        a.kind = Attempt::Kind::busy;
                        if (rep[1].integer() >= 0) a.holder_ttl = milliseconds(rep[1].integer());

@@ -62,9 +62,13 @@ struct ScriptAttemptSpec {
   HoldScripts hold;  // how the hold is renewed and released; with hold.layout, keys and
                      // extra_args derive from hold.key too (read them through the accessors)
   SharedLeaseOptions lease;
-  // The owner identity of every attempt (SharedMutex: one per writer's acquisition). Null: a
-  // fresh random token per attempt. A shared string, not a std::function: 16 bytes, not 32.
-  std::shared_ptr<const std::string> owner;
+  // The owner identity of every attempt (SharedMutex: one per writer's acquisition, so that
+  // its intent is refreshed, not duplicated). Null: a fresh random token per attempt. A shared
+  // string, not a std::function: 16 bytes, not 32. Replaced by a fresh token (loop thread only)
+  // whenever an attempt sends a release for it (a late hold refused, an unknown outcome, too
+  // few replicas): the release is remembered under that owner (and may be sent again after a
+  // blip), so a later hold of the same owner would look released, or be deleted.
+  std::shared_ptr<std::string> owner;
   // When the reply is lost (timeout, dropped connection) the hold may exist anyway: release it
   // with the hold's release script so it does not sit out its TTL. Off for kinds where that
   // release could undo an earlier hold of the same owner (reentrant re-takes).

@@ -72,13 +72,14 @@ SharedMutex::SharedMutex(Client& client, std::string name, LeaseOptions lease)
 
 SharedMutex::~SharedMutex() = default;  // ThreadHolds releases what lock()/lock_shared() took
 
-AcquireRequest SharedMutex::write_request(WaitOptions wait, std::string& owner, bool& intent) const {
+AcquireRequest SharedMutex::write_request(WaitOptions wait, std::shared_ptr<std::string>& owner, bool& intent) const {
   // A try that will not wait registers no intent: it would only keep readers out for nothing.
   intent = !(wait.timeout && wait.timeout->count() <= 0);
-  // One owner for every try of this acquisition, so its intent is refreshed, not duplicated.
-  owner = core_->new_owner_token();
+  // One owner for the tries of this acquisition, so its intent is refreshed, not duplicated
+  // (replaced after a try that had to release it: ScriptAttemptSpec::owner).
+  owner = std::make_shared<std::string>(core_->new_owner_token());
   auto spec = std::make_shared<ScriptAttemptSpec>(*write_spec_);
-  spec->owner = std::make_shared<const std::string>(owner);
+  spec->owner = owner;
   // The intent lives one lease TTL, like a hold: a writer that dies while waiting keeps readers
   // out no longer than a writer that dies holding it. The script caps the waiter's sleep to a
   // third of it, so a live writer's intent never lapses.
@@ -111,7 +112,7 @@ AcquireRequest SharedMutex::read_request(WaitOptions wait) const {
 
 void SharedMutex::start_write(WaitOptions wait, std::function<void(Result<Lease>)> done, std::stop_token stop,
                               std::function<void()> on_wait) {
-  std::string owner;
+  std::shared_ptr<std::string> owner;  // the current one, read when the intent is withdrawn
   bool intent = false;
   AcquireRequest req = write_request(wait, owner, intent);
   req.on_wait = std::move(on_wait);
@@ -124,7 +125,7 @@ void SharedMutex::start_write(WaitOptions wait, std::function<void(Result<Lease>
     done = [core = core_, wintent = key_ + ":wintent", channel = key_ + ":ch", owner,
             done = std::make_shared<std::function<void(Result<Lease>)>>(std::move(done))](Result<Lease> r) {
       if (r.ok()) return (*done)(std::move(r));
-      auto withdraw = [core, wintent, owner, channel](ReplyHandler answered) {
+      auto withdraw = [core, wintent, owner = *owner, channel](ReplyHandler answered) {
         core->eval(scripts::rw_withdraw, {wintent}, {owner, channel}, std::move(answered));
       };
       if (r.code() == errc::connection || r.code() == errc::shutdown) {

@@ -376,6 +376,31 @@ TEST_P(LateReplyKinds, WaitingAcquisitionGetsAFreshLease) {
   EXPECT_TRUE(k.clean(*raw, name));
 }
 
+// A SharedMutex writer keeps one owner token for its tries (its intent is refreshed, not
+// duplicated), but not past a try whose hold it had to give back: that release is remembered
+// under the owner (and may be sent again after a blip), so a later hold of the same owner would
+// count as released (a release after it expired said "already released", not lock_lost) or be
+// deleted by the resent release. The fresh lease used the late hold's owner.
+TEST_F(LateReply, WriterWaitingPastARefusedHoldTakesAFreshOwner) {
+  const Kind k = writer_kind();
+  const std::string name = "late-owner";
+  Locker lock = k.make(*late, name, lingering());
+  Outcome out;
+  start_late(k, name, lock, waiting(scaled(10000ms)), out);
+  const std::string late_owner = raw->cmd({"HGET", key_of(name), "writer"});
+  ASSERT_NE(late_owner, "(nil)");
+  std::this_thread::sleep_for(kHold);
+  proxy->pass();
+  auto r = out.get(scaled(10000ms));
+  ASSERT_TRUE(r.has_value()) << "the acquisition never finished";
+  ASSERT_TRUE(r->ok()) << r->error().what();
+  EXPECT_NE(r->value().owner(), late_owner) << "the refused hold's owner was taken again";
+  EXPECT_TRUE(k.held_by(*raw, name, r->value().owner()));
+  EXPECT_EQ(raw->cmd_int({"ZCARD", key_of(name) + ":wintent"}), 0) << "an intent was left behind";
+  EXPECT_TRUE(r->value().release().ok());
+  EXPECT_TRUE(k.clean(*raw, name));
+}
+
 // A slow answer that still comes within the lease's validity: the lease is returned, and its
 // first renewal is due one renew_interval after the acquire was *sent*. It was once counted from
 // the answer, so an acquisition slower than ttl - renew_interval (a WAIT for a replica, a loaded
