@@ -11,8 +11,10 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 extern char** environ;
 
@@ -221,8 +223,39 @@ int ChildCommand::start(const std::string& path, const std::vector<std::string>&
 }
 
 void ChildCommand::signal_group(int sig) const {
-  if (pid_ > 0) ::kill(-pid_, sig);
+  // Never once the group is known gone: its number may belong to another group by now.
+  if (pid_ > 0 && !group_gone_) ::kill(-pid_, sig);
 }
+
+namespace {
+
+// Whether a process of group `pgid` is stopped (/proc/<pid>/stat: state 'T' or 't').
+bool group_has_stopped_member(pid_t pgid) {
+  DIR* d = ::opendir("/proc");
+  if (d == nullptr) return false;
+  bool stopped = false;
+  while (dirent* e = ::readdir(d)) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+    std::FILE* f = std::fopen((std::string("/proc/") + e->d_name + "/stat").c_str(), "r");
+    if (f == nullptr) continue;
+    char buf[512];
+    const std::size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+    std::fclose(f);
+    buf[n] = '\0';
+    const char* close = std::strrchr(buf, ')');
+    char state = 0;
+    int ppid = 0, group = 0;
+    if (close != nullptr && std::sscanf(close + 1, " %c %d %d", &state, &ppid, &group) == 3 && group == pgid &&
+        (state == 'T' || state == 't')) {
+      stopped = true;
+      break;
+    }
+  }
+  ::closedir(d);
+  return stopped;
+}
+
+}  // namespace
 
 std::optional<int> ChildCommand::poll() {
   if (pid_ <= 0) return status_;
@@ -269,11 +302,35 @@ std::optional<int> ChildCommand::poll() {
   // The command is over when its whole process group is: what it started in the background
   // (`cmd &`) runs under the lock as the command itself did, as with flock(1), whose lock
   // lives as long as any process holding its descriptor.
-  if (::kill(-pid_, 0) == 0) return std::nullopt;
+  if (group_alive()) {
+    if (!leftovers_) {
+      leftovers_ = true;
+      // Ctrl-Z now reaches dlock's own group (the terminal is back with it): stopping dlock
+      // would stop its watchdog while the leftovers run on. It is ignored from here on.
+      ::signal(SIGTSTP, SIG_IGN);
+    }
+    // The group is orphaned in all but name (its leader is gone and it never gets the terminal
+    // back), but dlock, their subreaper, is in the same session, so the kernel does not treat
+    // it so. Do what it does for orphaned groups: a stopped member (SIGTTIN on a read from the
+    // terminal) would otherwise hold the lock for ever, deaf to forwarded signals.
+    if (group_has_stopped_member(pid_)) {
+      signal_group(SIGHUP);
+      signal_group(SIGCONT);
+    }
+    return std::nullopt;
+  }
+  group_gone_ = true;
+  disarm_guard();  // nothing left to kill, and the number may be reused
   return status_;
 }
 
-bool ChildCommand::group_outlives_leader() const { return status_.has_value() && ::kill(-pid_, 0) == 0; }
+bool ChildCommand::group_alive() const {
+  if (pid_ <= 0 || group_gone_) return false;
+  // EPERM: a member dlock may not signal (a setuid program) is still a member.
+  return ::kill(-pid_, 0) == 0 || errno == EPERM;
+}
+
+bool ChildCommand::group_outlives_leader() const { return status_.has_value() && group_alive(); }
 
 void ChildCommand::arm_guard(const std::vector<int>& close_in_guard) {
   int fds[2];
@@ -286,6 +343,9 @@ void ChildCommand::arm_guard(const std::vector<int>& close_in_guard) {
     return;
   }
   if (g == 0) {
+    // Its own group: a kill of dlock's whole job (kill -9 %1, timeout -s KILL) must not take
+    // the guard with it.
+    ::setpgid(0, 0);
     // The guard: only async-signal-safe calls. It keeps nothing of dlock's open (sockets,
     // the terminal, pipes a caller waits on), waits for dlock to go, and, unless dlock said it
     // was done, kills what is left of the command's group. Its signal mask is dlock's (the

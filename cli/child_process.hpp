@@ -67,6 +67,8 @@ class ChildCommand {
 
  private:
   void give_terminal_to(pid_t pgrp) const;
+  // Some process of the command's group still exists (one dlock may not signal counts too).
+  bool group_alive() const;
   // The guard: a process that outlives dlock and kills the command's group if dlock dies
   // without disarming it (kill -9, a crash). `close_in_guard`: dlock's open descriptors.
   void arm_guard(const std::vector<int>& close_in_guard);
@@ -78,7 +80,9 @@ class ChildCommand {
   int term_signal_ = 0;
   std::function<bool()> may_continue_;
   bool killed_on_resume_ = false;
-  int guard_fd_ = -1;  // write end of the guard's pipe
+  int guard_fd_ = -1;      // write end of the guard's pipe
+  bool leftovers_ = false;  // the first process exited with others of its group still running
+  bool group_gone_ = false;  // the whole group has exited: its number is not ours any more
 };
 
 }  // namespace dlock::cli

@@ -206,6 +206,9 @@ Stopping supervise(Context& ctx, const RunSettings& s, dlock::Lease& lease, Chil
         if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) {
           if (ctx.verbose()) ctx.note("forwarding " + signal_name(sig) + " to the command");
           child.signal_group(sig);
+          // A stopped leftover of the command would keep the signal pending (a shell's
+          // `kill %job` continues the job too).
+          if (child.group_outlives_leader()) child.signal_group(SIGCONT);
         }
       }
     }

@@ -122,7 +122,7 @@ bool lock_seen_taken(Context& ctx, const std::string& name) {
   const std::string key = ctx.globals().prefix + "{" + name + "}";
   std::array<char, 256> host{};
   if (::gethostname(host.data(), host.size() - 1) != 0) std::snprintf(host.data(), host.size(), "unknown-host");
-  const std::string mine = "@" + std::string(host.data()) + ":" + std::to_string(::getpid()) + ":";
+  const std::string mine = "@" + std::string(host.data()) + ":" + std::to_string(::getpid());
   for (dlock::Client* c : nodes) {
     c->async_command({"EVAL", lua::held_by_others, "4", key, key + ":readers", key + ":wintent", key + ":permits",
                       mine},

@@ -36,7 +36,17 @@ return 0
 // queued on the same connection, reaches the server first and may take a free lock, which the
 // library then gives back. Its owner token is this process's, so it is not counted.
 const char* const held_by_others = R"lua(
-local function foreign(token) return not string.find(token, ARGV[1], 1, true) end
+-- This process's tokens carry ARGV[1] ("@host:pid") followed by ':' (owner tokens, permits
+-- "<owner>#i") or at their end (ReentrantMutex holders, "<client>:<thread>@host:pid").
+local function foreign(token)
+  local i, j = string.find(token, ARGV[1], 1, true)
+  while i do
+    local next = string.sub(token, j + 1, j + 1)
+    if next == '' or next == ':' then return false end
+    i, j = string.find(token, ARGV[1], j + 1, true)
+  end
+  return true
+end
 local kind = redis.call('TYPE', KEYS[1])['ok']
 if kind == 'string' then
   if foreign(redis.call('GET', KEYS[1])) then return 1 end
@@ -46,7 +56,7 @@ elseif kind == 'hash' then
     local field, value = pairs_[i], pairs_[i + 1]
     if field == 'writer' then
       if foreign(value) then return 1 end
-    elseif field ~= 'kind' and foreign(field) then
+    elseif field ~= 'kind' and string.sub(field, 1, 1) ~= ':' and foreign(field) then
       return 1
     end
   end

@@ -19,8 +19,9 @@ extern const char* const extend;
 extern const char* const release;
 
 // KEYS[1] P{N}, KEYS[2] P{N}:readers, KEYS[3] P{N}:wintent, KEYS[4] P{N}:permits (the keys a
-// holder or waiting writer of any kind leaves); ARGV[1] "@<host>:<pid>:", this process's part of
-// dlock's owner tokens ("<hex>@<host>:<pid>:<unix ms>").
+// holder or waiting writer of any kind leaves); ARGV[1] "@<host>:<pid>", this process's part of
+// dlock's owner tokens ("<hex>@<host>:<pid>:<unix ms>"; a ReentrantMutex holder's ends with it).
+// Hash fields that start with ':' (a ReentrantMutex's ':fence') are bookkeeping, not holders.
 // Reply: 1 when one of them names an owner that is not this process (a lock of another kind
 // under the name counts too); 0 otherwise: free, or held only by this process's own late try.
 extern const char* const held_by_others;

@@ -18,9 +18,13 @@ void acknowledge(const std::shared_ptr<ClientCore>& core, const std::shared_ptr<
       core->active_leases_.fetch_add(1);
       core->renewals().add(a.lease);
       // WAIT takes time too: validity may have ended while the replicas were counted.
-      if (refuse_late(a, report)) return;
+      if (refuse_late(a, report)) {
+        if (spec->owner) *spec->owner = core->new_owner_token();  // released under it (ScriptAttemptSpec::owner)
+        return;
+      }
       return report(std::move(a));
     }
+    if (spec->owner) *spec->owner = core->new_owner_token();  // released below, under it
     // Undone first, reported after: a caller that gives up (or exits) on the error must not
     // race the release that frees the lock.
     Attempt failed;

@@ -831,6 +831,39 @@ TEST_F(CliTest, CommandDiesWithDlock) {
   EXPECT_TRUE(eventually(dead(bg_proc), 2s)) << "the command's background job outlived dlock";
 }
 
+// A kill of dlock's whole process group (kill -9 %job, timeout -s KILL) does not take the guard
+// with it: the guard lives in a group of its own, and kills the command's background job.
+TEST_F(CliTest, KillingDlocksWholeGroupStillKillsTheCommandsJob) {
+  std::vector<std::string> argv = argv_for({"run", "group-kill", "--", "sh", "-c",
+                                            "sleep 300 & echo $! > " + path("bgpid") + "; echo $$ > " + path("pid") +
+                                                "; while :; do sleep 0.05; done"});
+  argv.insert(argv.begin(), "/usr/bin/setsid");  // dlock leads a group of its own, as in a shell's job
+  BackgroundCli bg(argv, env_with({}), path("gk.out"), path("gk.err"));
+  ASSERT_TRUE(eventually([&] { return !read_file(path("pid")).empty() && !read_file(path("bgpid")).empty(); }, 5s))
+      << bg.err();
+  const std::string bg_proc = "/proc/" + std::to_string(std::stoi(read_file(path("bgpid")))) + "/stat";
+  ASSERT_TRUE(eventually([&] { return ::getpgid(bg.process().pid()) == bg.process().pid(); }, 2s));
+  ASSERT_EQ(::kill(-bg.process().pid(), SIGKILL), 0);
+  EXPECT_EQ(bg.process().wait_for(3s), std::optional<int>(128 + SIGKILL));
+  auto dead = [&] {
+    const std::string stat = read_file(bg_proc);
+    const auto close = stat.rfind(')');
+    return stat.empty() || (close != std::string::npos && stat.compare(close + 2, 1, "Z") == 0);
+  };
+  EXPECT_TRUE(eventually(dead, 3s)) << "the command's background job outlived dlock's group";
+}
+
+// A leftover of the command that is stopped (here by the command itself; in a terminal, SIGTTIN)
+// is treated as the kernel treats an orphaned group's: SIGHUP and SIGCONT. It held the lock for
+// ever, deaf to forwarded signals.
+TEST_F(CliTest, StoppedLeftoverOfTheCommandDoesNotHoldTheLockForEver) {
+  auto& bg = background({"run", "stopped-left", "--", "sh", "-c", "sleep 300 & kill -STOP $!; exit 4"});
+  auto code = bg.process().wait_for(10s);
+  ASSERT_TRUE(code.has_value()) << "dlock still waits for a stopped leftover\n" << bg.err();
+  EXPECT_EQ(*code, 4) << bg.err();
+  EXPECT_EQ(raw->cmd_int({"EXISTS", key("stopped-left")}), 0);
+}
+
 // The command is over when its process group is: a job it started in the background keeps the
 // lock held until it exits (as with flock(1)). dlock released the lock as soon as the first
 // process exited, with the job still running.
@@ -926,8 +959,13 @@ TEST_F(CliTest, StallThroughTheEndOfAWaitIsAConflictOnlyWhenTheLockIsTaken) {
   auto free_lock = dlock({"run", "stall-free", "--wait", "300ms", "--conflict-exit-code", "0", "--", "true"});
   ASSERT_EQ(raw->cmd({"CLIENT", "PAUSE", "1000", "ALL"}), "OK");
   auto held = dlock({"run", "stall-held", "--wait", "300ms", "--", "true"});
+  // A ReentrantMutex's holder token ends with the process's identity, and its hash keeps a
+  // ':fence' field: neither is another holder.
+  ASSERT_EQ(raw->cmd({"CLIENT", "PAUSE", "1000", "ALL"}), "OK");
+  auto free_reentrant = dlock({"run", "stall-re", "--kind", "reentrant", "--wait", "300ms", "--", "true"});
   EXPECT_EQ(free_lock.exit_code, 69) << describe(free_lock);
   EXPECT_EQ(held.exit_code, 75) << describe(held);
+  EXPECT_EQ(free_reentrant.exit_code, 69) << describe(free_reentrant);
 }
 
 // The README's shell example, run by a real shell: eval exports the owner, so the extend and
