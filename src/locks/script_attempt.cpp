@@ -8,6 +8,12 @@ namespace dlock::detail {
 
 namespace {
 
+// A try sent a release under the spec's fixed owner (a refused late hold, an unknown outcome, too
+// few replicas): later tries take a fresh one (ScriptAttemptSpec::owner). Loop thread only.
+void retire_owner(ClientCore& core, const ScriptAttemptSpec& spec) {
+  if (spec.owner) *spec.owner = core.new_owner_token();
+}
+
 // ReplicationAck: the hold counts only once enough replicas have it; otherwise it is released
 // again (fail closed) and the caller gets errc::not_replicated.
 void acknowledge(const std::shared_ptr<ClientCore>& core, const std::shared_ptr<const ScriptAttemptSpec>& spec,
@@ -18,13 +24,10 @@ void acknowledge(const std::shared_ptr<ClientCore>& core, const std::shared_ptr<
       core->active_leases_.fetch_add(1);
       core->renewals().add(a.lease);
       // WAIT takes time too: validity may have ended while the replicas were counted.
-      if (refuse_late(a, report)) {
-        if (spec->owner) *spec->owner = core->new_owner_token();  // released under it (ScriptAttemptSpec::owner)
-        return;
-      }
+      if (refuse_late(a, report)) return retire_owner(*core, *spec);
       return report(std::move(a));
     }
-    if (spec->owner) *spec->owner = core->new_owner_token();  // released below, under it
+    retire_owner(*core, *spec);  // released below
     // Undone first, reported after: a caller that gives up (or exits) on the error must not
     // race the release that frees the lock.
     Attempt failed;
@@ -99,9 +102,8 @@ AttemptFn script_attempt(std::shared_ptr<ClientCore> core, std::shared_ptr<const
                                                                                      cleanup)](ReplyHandler done) {
                            core->eval_now(*spec->hold.release, payload, std::move(done));
                          });
-                         // That release may arrive late (sent again after a blip): the next try
-                         // must not be this owner's (ScriptAttemptSpec::owner).
-                         if (spec->owner) *spec->owner = core->new_owner_token();
+                         // That release may arrive late (sent again after a blip).
+                         retire_owner(*core, *spec);
                        }
                        a.error = Error(r.code(), "acquiring " + what() + ": " + r.error().what());
                        return report(std::move(a));
@@ -132,11 +134,7 @@ AttemptFn script_attempt(std::shared_ptr<ClientCore> core, std::shared_ptr<const
                        if (ack.replicas > 0) return acknowledge(core, spec, ack, what(), std::move(a), report);
                        core->active_leases_.fetch_add(1);
                        core->renewals().add(a.lease);
-                       if (refuse_late(a, report)) {
-                         // Released under this owner: the next try takes a fresh one.
-                         if (spec->owner) *spec->owner = core->new_owner_token();
-                         return;
-                       }
+                       if (refuse_late(a, report)) return retire_owner(*core, *spec);
                      } else if (code == 0) {
                        a.kind = Attempt::Kind::busy;
                        if (rep[1].integer() >= 0) a.holder_ttl = milliseconds(rep[1].integer());
