@@ -119,7 +119,10 @@ ProgramLookup find_program(const std::string& name) {
 
 ChildCommand::~ChildCommand() {
   if (owns_terminal_) give_terminal_to(::getpgrp());
-  // Only once the group is gone or was killed (cmd_run): the guard has nothing left to do.
+  // Normally the group is gone by now (poll() said so) or was killed (cmd_run). Should dlock
+  // leave it any other way (an exception out of its supervision), the command must not run on
+  // without the lock's watchdog: what the guard would do if dlock died, done here.
+  if (group_alive()) signal_group(SIGKILL);
   disarm_guard();
 }
 
@@ -150,9 +153,13 @@ int ChildCommand::start(const std::string& path, const std::vector<std::string>&
   for (const auto& e : envs) cenv.push_back(const_cast<char*>(e.c_str()));
   cenv.push_back(nullptr);
 
+  // Before the command exists: see arm_guard().
+  arm_guard(open_fds());
+  const int guard = guard_fd_;
   int report[2];
   if (::pipe2(report, O_CLOEXEC) != 0) {
     error = std::string("pipe: ") + std::strerror(errno);
+    disarm_guard();
     return 126;
   }
   std::vector<int> to_close;
@@ -173,6 +180,7 @@ int ChildCommand::start(const std::string& path, const std::vector<std::string>&
     ::close(report[0]);
     ::close(report[1]);
     owns_terminal_ = false;
+    disarm_guard();
     return 126;
   }
   if (pid == 0) {
@@ -181,6 +189,14 @@ int ChildCommand::start(const std::string& path, const std::vector<std::string>&
     // Dies with dlock: the command must never run without the lock's watchdog.
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (::getppid() != parent) ::_exit(126);
+    // Tell the guard which group to kill, before anything of the command runs. Should dlock
+    // die from here on, PR_SET_PDEATHSIG kills this process (nothing else of the group exists
+    // yet) or the guard kills the group. Its end of the pipe closes at exec (O_CLOEXEC).
+    if (guard >= 0) {
+      const pid_t self = ::getpid();
+      ssize_t ignored = ::write(guard, &self, sizeof self);
+      (void)ignored;
+    }
     sigset_t none;
     sigemptyset(&none);
     ::sigprocmask(SIG_SETMASK, &none, nullptr);
@@ -215,10 +231,9 @@ int ChildCommand::start(const std::string& path, const std::vector<std::string>&
     if (owns_terminal_) give_terminal_to(::getpgrp());
     owns_terminal_ = false;
     error = "cannot execute '" + path + "': " + std::strerror(err);
+    disarm_guard();
     return err == ENOENT || err == ENOTDIR ? 127 : 126;
   }
-  // PR_SET_PDEATHSIG covers the command's first process only; the guard covers its group.
-  arm_guard(open_fds());
   return 0;
 }
 
@@ -335,7 +350,6 @@ bool ChildCommand::group_outlives_leader() const { return status_.has_value() &&
 void ChildCommand::arm_guard(const std::vector<int>& close_in_guard) {
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) return;  // no guard: PR_SET_PDEATHSIG still covers the command itself
-  const pid_t group = pid_;
   const pid_t g = ::fork();
   if (g < 0) {
     ::close(fds[0]);
@@ -347,21 +361,29 @@ void ChildCommand::arm_guard(const std::vector<int>& close_in_guard) {
     // the guard with it.
     ::setpgid(0, 0);
     // The guard: only async-signal-safe calls. It keeps nothing of dlock's open (sockets,
-    // the terminal, pipes a caller waits on), waits for dlock to go, and, unless dlock said it
-    // was done, kills what is left of the command's group. Its signal mask is dlock's (the
-    // terminal's SIGINT/SIGHUP stay blocked), so only SIGKILL ends it early.
-    for (int fd : close_in_guard) {
-      if (fd != fds[0]) ::close(fd);
-    }
+    // the terminal, pipes a caller waits on), learns the command's group (the command's pid,
+    // written by the command before exec), waits for dlock to go, and, unless dlock said it
+    // was done, kills what is left of that group. Its signal mask is dlock's (the terminal's
+    // SIGINT/SIGHUP stay blocked), so only SIGKILL ends it early.
+    for (int fd : close_in_guard) ::close(fd);
     ::close(fds[1]);
-    char done = 0;
+    pid_t group = 0;
     ssize_t n;
+    do {  // a write of a pid_t to a pipe is atomic: all of it or nothing
+      n = ::read(fds[0], &group, sizeof group);
+    } while (n < 0 && errno == EINTR);
+    // Anything else: no command was started (dlock said done, or died before the fork).
+    if (n != static_cast<ssize_t>(sizeof group) || group <= 1) ::_exit(0);
+    char done = 0;
     do {
       n = ::read(fds[0], &done, 1);
     } while (n < 0 && errno == EINTR);
     if (n != 1) ::kill(-group, SIGKILL);
     ::_exit(0);
   }
+  // Also here: once setpgid() has returned, a kill of dlock's group cannot reach the guard,
+  // and the command is only started after this.
+  ::setpgid(g, g);
   ::close(fds[0]);
   guard_fd_ = fds[1];
 }

@@ -37,7 +37,9 @@ ProgramLookup find_program(const std::string& name);
 class ChildCommand {
  public:
   ChildCommand() = default;
-  ~ChildCommand();  // gives the terminal back if it was handed over
+  // Gives the terminal back if it was handed over; kills what is left of the command's group
+  // (only an early exit of dlock, an exception, leaves one: it must not run on unguarded).
+  ~ChildCommand();
   ChildCommand(const ChildCommand&) = delete;
   ChildCommand& operator=(const ChildCommand&) = delete;
 
@@ -70,7 +72,11 @@ class ChildCommand {
   // Some process of the command's group still exists (one dlock may not signal counts too).
   bool group_alive() const;
   // The guard: a process that outlives dlock and kills the command's group if dlock dies
-  // without disarming it (kill -9, a crash). `close_in_guard`: dlock's open descriptors.
+  // without disarming it (kill -9, a crash). It is started, in a group of its own, before the
+  // command, and learns the command's group from the command itself (its pid, written into the
+  // guard's pipe before exec), so there is no moment in which the command runs unguarded: a
+  // kill of dlock's whole group right after start() took a guard still in that group along.
+  // `close_in_guard`: dlock's open descriptors.
   void arm_guard(const std::vector<int>& close_in_guard);
   void disarm_guard();
 

@@ -106,8 +106,12 @@ struct Pending {
 // error reply (NOPERM, LOADING: the server is there but cannot tell). A connection error, a
 // timeout or "free" does not: a server that stalled through the end of the wait and recovered
 // just after it shows a free lock, or one taken by this process's own late try (that try was
-// queued ahead on the same connection), neither of which is "busy".
-bool lock_seen_taken(Context& ctx, const std::string& name) {
+// queued ahead on the same connection), neither of which is "busy". The answer is given as soon
+// as it is known: enough "taken" replies, or so many "free" ones that a majority is out of reach
+// (a free lock does not cost the whole second).
+enum class Seen { taken, free, no_answer };
+
+Seen lock_seen(Context& ctx, const std::string& name) {
   std::vector<dlock::Client*> nodes;
   if (ctx.redlock()) nodes = ctx.redlock_nodes();
   else nodes.push_back(&ctx.client());
@@ -116,7 +120,8 @@ bool lock_seen_taken(Context& ctx, const std::string& name) {
   struct Answers {
     std::mutex mu;
     std::condition_variable cv;
-    std::size_t count = 0;
+    std::size_t taken = 0;
+    std::size_t free = 0;
   };
   auto answers = std::make_shared<Answers>();  // outlives this call: late replies land here
   const std::string key = ctx.globals().prefix + "{" + name + "}";
@@ -127,20 +132,23 @@ bool lock_seen_taken(Context& ctx, const std::string& name) {
     c->async_command({"EVAL", lua::held_by_others, "4", key, key + ":readers", key + ":wintent", key + ":permits",
                       mine},
                      [answers](dlock::Result<dlock::Reply> r) {
-                       if (!r.ok() ? r.code() == dlock::errc::connection || r.code() == dlock::errc::timeout ||
-                                         r.code() == dlock::errc::shutdown
-                                   : r->is_integer() && r->integer() == 0) {
-                         return;
+                       if (!r.ok() && (r.code() == dlock::errc::connection || r.code() == dlock::errc::timeout ||
+                                       r.code() == dlock::errc::shutdown)) {
+                         return;  // no answer: the bound decides
                        }
+                       const bool free = r.ok() && r->is_integer() && r->integer() == 0;
                        {
                          std::lock_guard lock(answers->mu);
-                         ++answers->count;
+                         ++(free ? answers->free : answers->taken);
                        }
                        answers->cv.notify_all();
                      });
   }
   std::unique_lock lock(answers->mu);
-  return answers->cv.wait_for(lock, bound, [&] { return answers->count >= needed; });
+  answers->cv.wait_for(lock, bound,
+                       [&] { return answers->taken >= needed || answers->free > nodes.size() - needed; });
+  if (answers->taken >= needed) return Seen::taken;
+  return answers->free > nodes.size() - needed ? Seen::free : Seen::no_answer;
 }
 
 }  // namespace
@@ -218,11 +226,17 @@ WaitOutcome wait_for_lock(Context& ctx, LockTarget& target, std::optional<millis
     // its previous try) is told apart by asking the server(s) once more, for at most a second,
     // whether the lock is taken: a busy lock's exit costs one round trip more, a silent
     // server's up to that second; a free lock (the try was lost to a stall) is not "busy".
-    if (out.error.code == dlock::errc::timeout && out.signal == 0 &&
-        (!wait || wait->count() == 0 || out.waited + milliseconds(5) < *wait ||
-         !lock_seen_taken(ctx, target.name()))) {
-      out.error = dlock::Error(dlock::errc::connection,
-                               out.error.what() + " (the server did not answer: the lock's state is unknown)");
+    if (out.error.code == dlock::errc::timeout && out.signal == 0) {
+      const bool wait_ran_out = wait && wait->count() > 0 && out.waited + milliseconds(5) >= *wait;
+      const Seen seen = wait_ran_out ? lock_seen(ctx, target.name()) : Seen::no_answer;
+      if (seen == Seen::free) {
+        out.error = dlock::Error(dlock::errc::connection,
+                                 out.error.what() + " (the server stalled through the end of the wait; when it " +
+                                     "answered again the lock was free)");
+      } else if (seen == Seen::no_answer) {
+        out.error = dlock::Error(dlock::errc::connection,
+                                 out.error.what() + " (the server did not answer: the lock's state is unknown)");
+      }
     }
     // not_replicated: the library took the lock, then sent its release (fail closed) and
     // reported at once; the same wait makes sure that release is not dropped as we exit.

@@ -964,6 +964,10 @@ TEST_F(CliTest, StallThroughTheEndOfAWaitIsAConflictOnlyWhenTheLockIsTaken) {
   ASSERT_EQ(raw->cmd({"CLIENT", "PAUSE", "1000", "ALL"}), "OK");
   auto free_reentrant = dlock({"run", "stall-re", "--kind", "reentrant", "--wait", "300ms", "--", "true"});
   EXPECT_EQ(free_lock.exit_code, 69) << describe(free_lock);
+  // The server did answer, after its stall: the message says what it answered (it said the
+  // state was unknown, after waiting out the check's whole second for a "taken").
+  EXPECT_NE(free_lock.err.find("when it answered again the lock was free"), std::string::npos)
+      << describe(free_lock);
   EXPECT_EQ(held.exit_code, 75) << describe(held);
   EXPECT_EQ(free_reentrant.exit_code, 69) << describe(free_reentrant);
 }
