@@ -14,12 +14,17 @@
 --          2  already released by this same owner (a retried release whose first reply was lost)
 --          0  not held by this owner (expired, revoked, or never held)
 -- A writer's release always publishes; a reader's only when it was the last live reader
--- (only writers wait for readers to leave).
+-- (only writers wait for readers to leave). A release that withdrew an intent and published
+-- nothing else says 'withdrawn', as rw_withdraw.lua does: readers the intent kept out are waiting.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local keep = tonumber(ARGV[3])
 -- An acquisition whose reply was lost may have left an intent: withdraw it.
-redis.pcall('ZREM', KEYS[4], ARGV[1])
+local withdrew = redis.pcall('ZREM', KEYS[4], ARGV[1]) == 1
+local function quiet(reply)
+  if withdrew then redis.pcall('PUBLISH', ARGV[2], 'withdrawn') end
+  return reply
+end
 local function remember()
   redis.pcall('ZREMRANGEBYSCORE', KEYS[3], '-inf', now - keep)
   redis.pcall('ZADD', KEYS[3], now, ARGV[1])
@@ -51,13 +56,13 @@ if type(score) == 'string' then
   redis.call('ZREM', KEYS[2], ARGV[1])
   -- One HMGET: is the lock key still a SharedMutex's, and does a writer hold it (a downgrade)?
   local h = redis.pcall('HMGET', KEYS[1], 'kind', 'writer')
-  if tonumber(score) <= now or h.err or h[1] ~= 'SharedMutex' then return 0 end
+  if tonumber(score) <= now or h.err or h[1] ~= 'SharedMutex' then return quiet(0) end
   remember()
   if redis.call('ZCOUNT', KEYS[2], '(' .. now, '+inf') == 0 then
     if not h[2] then redis.call('DEL', KEYS[1]) end
     return notified(redis.pcall('PUBLISH', ARGV[2], 'released'))
   end
-  return 1
+  return quiet(1)
 end
-if type(redis.pcall('ZSCORE', KEYS[3], ARGV[1])) == 'string' then return 2 end
-return 0
+if type(redis.pcall('ZSCORE', KEYS[3], ARGV[1])) == 'string' then return quiet(2) end
+return quiet(0)

@@ -23,6 +23,7 @@
 #include "dlock/dlock.hpp"
 #include "dlock/shared_mutex.hpp"
 #include "scripts/script.hpp"
+#include "support/fault_proxy.hpp"
 #include "support/fairness_rounds.hpp"
 #include "support/lock_helpers.hpp"
 #include "support/process.hpp"
@@ -489,6 +490,56 @@ TEST_F(SharedMutexTest, TimedOutWriterWithdrawsIntent) {
   EXPECT_TRUE(eventually([&] { return raw->cmd_int({"EXISTS", writer.key() + ":wintent"}) == 0; }, 1000ms));
   EXPECT_TRUE(reader.try_lock_shared());
   reader.unlock_shared();
+}
+
+// A writer whose try got no answer (the outcome is unknown) gives up with an error, and the
+// release that cleans up after that try (sent once the connection is back) also removes the
+// writer's intent. Readers the intent kept out are told: they waited for their recheck (10 s
+// here), because the cleanup removed the intent without a word and the withdrawal, sent while
+// the connection was down, failed at once.
+TEST_F(SharedMutexTest, CleanupAfterAnUnansweredWriterTryWakesTheReadersItsIntentKeptOut) {
+  dlock::SharedMutex first(*client, "unknown-intent");
+  auto held = first.acquire_shared(no_wait());
+  ASSERT_TRUE(held.ok()) << held.error().what();
+
+  dlock::test::FaultProxy proxy("127.0.0.1", server->port());
+  dlock::ClientOptions o;
+  o.command_timeout = 300ms;
+  dlock::Client wc(proxy.url(), o);
+  dlock::SharedMutex writer(wc, "unknown-intent");
+  // Shared with the callbacks: a failed ASSERT leaves the test while they may still run.
+  auto wrote = std::make_shared<std::promise<dlock::Result<dlock::Lease>>>();
+  writer.async_acquire(wait_for(20000ms, 200ms),
+                       [wrote](dlock::Result<dlock::Lease> r) { wrote->set_value(std::move(r)); });
+  const std::string intents = writer.key() + ":wintent";
+  ASSERT_TRUE(eventually([&] { return raw->cmd_int({"ZCARD", intents}) == 1; }, 5000ms));
+
+  dlock::Client rc(server->url());
+  dlock::SharedMutex reader(rc, "unknown-intent");
+  auto read = std::make_shared<std::promise<dlock::Result<dlock::Lease>>>();
+  reader.async_acquire_shared(wait_for(30000ms, 10000ms),
+                              [read](dlock::Result<dlock::Lease> r) { read->set_value(std::move(r)); });
+  // Both waiters listen: the writer (through the proxy) and the reader.
+  ASSERT_TRUE(eventually([&] { return dlock::test::channel_subscribers(*raw, writer.key() + ":ch") == 2; }, 5000ms));
+
+  proxy.hold_replies();  // the writer's next try runs, its answer never comes
+  auto w_future = wrote->get_future();
+  ASSERT_EQ(w_future.wait_for(5000ms), std::future_status::ready) << "the writer never gave up";
+  auto w = w_future.get();
+  ASSERT_FALSE(w.ok()) << "the writer took a lock held by a reader";
+  proxy.pass();
+  ASSERT_TRUE(eventually([&] { return raw->cmd_int({"ZCARD", intents}) == 0; }, 5000ms))
+      << "the cleanup never removed the intent";
+  const auto gone = SteadyClock::now();
+
+  auto r_future = read->get_future();
+  ASSERT_EQ(r_future.wait_for(3000ms), std::future_status::ready)
+      << "the reader was not told the intent that kept it out is gone";
+  auto r = r_future.get();
+  ASSERT_TRUE(r.ok()) << r.error().what();
+  EXPECT_LT(ms_since(gone), 3000ms);
+  EXPECT_TRUE(r->release().ok());
+  EXPECT_TRUE(held->release().ok());
 }
 
 // ---------------------------------------------------------------------------- downgrade
