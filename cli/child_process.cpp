@@ -4,6 +4,8 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <termios.h>
@@ -122,7 +124,19 @@ ChildCommand::~ChildCommand() {
   // Normally the group is gone by now (poll() said so) or was killed (cmd_run). Should dlock
   // leave it any other way (an exception out of its supervision), the command must not run on
   // without the lock's watchdog: what the guard would do if dlock died, done here.
-  if (group_alive()) signal_group(SIGKILL);
+  if (group_alive()) {
+    signal_group(SIGKILL);
+    // And gone before the lock can be released behind us (a Lease destroyed next): a member in
+    // the middle of a system call (uninterruptible I/O) ends it first. Bounded: an unkillable
+    // process must not hang dlock for ever.
+    for (int i = 0; i < 500 && group_alive(); ++i) {
+      int st = 0;
+      while (::waitpid(-1, &st, WNOHANG) > 0) {
+      }
+      if (!group_alive()) break;
+      ::usleep(10000);
+    }
+  }
   disarm_guard();
 }
 
@@ -154,7 +168,7 @@ int ChildCommand::start(const std::string& path, const std::vector<std::string>&
   cenv.push_back(nullptr);
 
   // Before the command exists: see arm_guard().
-  arm_guard(open_fds());
+  arm_guard();
   const int guard = guard_fd_;
   int report[2];
   if (::pipe2(report, O_CLOEXEC) != 0) {
@@ -191,10 +205,11 @@ int ChildCommand::start(const std::string& path, const std::vector<std::string>&
     if (::getppid() != parent) ::_exit(126);
     // Tell the guard which group to kill, before anything of the command runs. Should dlock
     // die from here on, PR_SET_PDEATHSIG kills this process (nothing else of the group exists
-    // yet) or the guard kills the group. Its end of the pipe closes at exec (O_CLOEXEC).
+    // yet) or the guard kills the group. Its end of the socket closes at exec (CLOEXEC).
+    // MSG_NOSIGNAL: a guard that died must not kill the command with SIGPIPE.
     if (guard >= 0) {
       const pid_t self = ::getpid();
-      ssize_t ignored = ::write(guard, &self, sizeof self);
+      ssize_t ignored = ::send(guard, &self, sizeof self, MSG_NOSIGNAL);
       (void)ignored;
     }
     sigset_t none;
@@ -227,6 +242,7 @@ int ChildCommand::start(const std::string& path, const std::vector<std::string>&
     int st = 0;
     while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
     }
+    group_gone_ = true;  // it was the group's only process: its number is not ours any more
     status_ = WIFEXITED(st) ? WEXITSTATUS(st) : 126;
     if (owns_terminal_) give_terminal_to(::getpgrp());
     owns_terminal_ = false;
@@ -347,9 +363,15 @@ bool ChildCommand::group_alive() const {
 
 bool ChildCommand::group_outlives_leader() const { return status_.has_value() && group_alive(); }
 
-void ChildCommand::arm_guard(const std::vector<int>& close_in_guard) {
+void ChildCommand::arm_guard() {
+  // A socket pair, not a pipe: send(MSG_NOSIGNAL) to a guard that died is an error, where a
+  // write to a pipe would kill the writer (dlock, or the command before exec) with SIGPIPE.
   int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) return;  // no guard: PR_SET_PDEATHSIG still covers the command itself
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) return;  // no guard: PR_SET_PDEATHSIG still covers the command itself
+  rlimit files{};
+  const int max_fd = ::getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur != RLIM_INFINITY
+                         ? static_cast<int>(std::min<rlim_t>(files.rlim_cur, 1 << 20))
+                         : 1024;
   const pid_t g = ::fork();
   if (g < 0) {
     ::close(fds[0]);
@@ -361,22 +383,30 @@ void ChildCommand::arm_guard(const std::vector<int>& close_in_guard) {
     // the guard with it.
     ::setpgid(0, 0);
     // The guard: only async-signal-safe calls. It keeps nothing of dlock's open (sockets,
-    // the terminal, pipes a caller waits on), learns the command's group (the command's pid,
-    // written by the command before exec), waits for dlock to go, and, unless dlock said it
-    // was done, kills what is left of that group. Its signal mask is dlock's (the terminal's
-    // SIGINT/SIGHUP stay blocked), so only SIGKILL ends it early.
-    for (int fd : close_in_guard) ::close(fd);
-    ::close(fds[1]);
+    // the terminal, pipes a caller waits on; also what another thread opened a moment ago),
+    // learns the command's group (the command's pid, sent by the command before exec), waits
+    // for dlock to go, and, unless dlock said it was done, kills what is left of that group.
+    // Its signal mask is dlock's (the terminal's SIGINT/SIGHUP stay blocked), so only SIGKILL
+    // ends it early.
+    const int keep = fds[0];
+    const bool closed = (keep == 0 || ::close_range(0, keep - 1, 0) == 0) && ::close_range(keep + 1, ~0U, 0) == 0;
+    for (int fd = 0; !closed && fd < max_fd; ++fd) {  // a kernel without close_range (before 5.9)
+      if (fd != keep) ::close(fd);
+    }
     pid_t group = 0;
-    ssize_t n;
-    do {  // a write of a pid_t to a pipe is atomic: all of it or nothing
-      n = ::read(fds[0], &group, sizeof group);
-    } while (n < 0 && errno == EINTR);
+    std::size_t got = 0;
+    while (got < sizeof group) {  // a stream: in principle the pid may come in pieces
+      const ssize_t n = ::read(keep, reinterpret_cast<char*>(&group) + got, sizeof group - got);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      got += static_cast<std::size_t>(n);
+    }
     // Anything else: no command was started (dlock said done, or died before the fork).
-    if (n != static_cast<ssize_t>(sizeof group) || group <= 1) ::_exit(0);
+    if (got != sizeof group || group <= 1) ::_exit(0);
     char done = 0;
+    ssize_t n;
     do {
-      n = ::read(fds[0], &done, 1);
+      n = ::read(keep, &done, 1);
     } while (n < 0 && errno == EINTR);
     if (n != 1) ::kill(-group, SIGKILL);
     ::_exit(0);
@@ -391,7 +421,7 @@ void ChildCommand::arm_guard(const std::vector<int>& close_in_guard) {
 void ChildCommand::disarm_guard() {
   if (guard_fd_ < 0) return;
   const char done = 'q';
-  ssize_t ignored = ::write(guard_fd_, &done, 1);
+  ssize_t ignored = ::send(guard_fd_, &done, 1, MSG_NOSIGNAL);  // a dead guard must not kill dlock
   (void)ignored;
   ::close(guard_fd_);
   guard_fd_ = -1;

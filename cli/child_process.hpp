@@ -76,8 +76,7 @@ class ChildCommand {
   // command, and learns the command's group from the command itself (its pid, written into the
   // guard's pipe before exec), so there is no moment in which the command runs unguarded: a
   // kill of dlock's whole group right after start() took a guard still in that group along.
-  // `close_in_guard`: dlock's open descriptors.
-  void arm_guard(const std::vector<int>& close_in_guard);
+  void arm_guard();
   void disarm_guard();
 
   pid_t pid_ = -1;
@@ -86,7 +85,7 @@ class ChildCommand {
   int term_signal_ = 0;
   std::function<bool()> may_continue_;
   bool killed_on_resume_ = false;
-  int guard_fd_ = -1;      // write end of the guard's pipe
+  int guard_fd_ = -1;      // dlock's end of the guard's socket pair
   bool leftovers_ = false;  // the first process exited with others of its group still running
   bool group_gone_ = false;  // the whole group has exited: its number is not ours any more
 };

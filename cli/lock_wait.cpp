@@ -109,7 +109,9 @@ struct Pending {
 // queued ahead on the same connection), neither of which is "busy". The answer is given as soon
 // as it is known: enough "taken" replies, or so many "free" ones that a majority is out of reach
 // (a free lock does not cost the whole second).
-enum class Seen { taken, free, no_answer };
+// taken: a majority saw another holder; free: a majority saw none; out_of_reach: too few can
+// still say "taken" (an even number of Redlock masters split, or some silent); no_answer.
+enum class Seen { taken, free, out_of_reach, no_answer };
 
 Seen lock_seen(Context& ctx, const std::string& name) {
   std::vector<dlock::Client*> nodes;
@@ -148,7 +150,8 @@ Seen lock_seen(Context& ctx, const std::string& name) {
   answers->cv.wait_for(lock, bound,
                        [&] { return answers->taken >= needed || answers->free > nodes.size() - needed; });
   if (answers->taken >= needed) return Seen::taken;
-  return answers->free > nodes.size() - needed ? Seen::free : Seen::no_answer;
+  if (answers->free >= needed) return Seen::free;
+  return answers->free > nodes.size() - needed ? Seen::out_of_reach : Seen::no_answer;
 }
 
 }  // namespace
@@ -233,6 +236,10 @@ WaitOutcome wait_for_lock(Context& ctx, LockTarget& target, std::optional<millis
         out.error = dlock::Error(dlock::errc::connection,
                                  out.error.what() + " (the server stalled through the end of the wait; when it " +
                                      "answered again the lock was free)");
+      } else if (seen == Seen::out_of_reach) {
+        out.error = dlock::Error(dlock::errc::connection,
+                                 out.error.what() + " (the servers stalled through the end of the wait; when they " +
+                                     "answered again no majority of them saw the lock taken)");
       } else if (seen == Seen::no_answer) {
         out.error = dlock::Error(dlock::errc::connection,
                                  out.error.what() + " (the server did not answer: the lock's state is unknown)");

@@ -117,23 +117,48 @@ void SharedMutex::start_write(WaitOptions wait, std::function<void(Result<Lease>
   AcquireRequest req = write_request(wait, owner, intent);
   req.on_wait = std::move(on_wait);
   if (intent) {
+    // The tries in flight (on the loop thread only). The withdrawal below must not overtake the
+    // last try: a wait that ends at its deadline abandons a try still out, and with
+    // connections_per_node >= 2 the withdrawal may take another connection and run first; the
+    // try then left a fresh intent that kept readers out for a whole lease TTL.
+    struct Tries {
+      unsigned out = 0;
+      std::function<void()> then;  // the withdrawal, once none is out
+    };
+    auto tries = std::make_shared<Tries>();
+    req.attempt = [attempt = std::move(req.attempt), tries](const TryContext& ctx, std::function<void(Attempt)> report) {
+      ++tries->out;
+      attempt(ctx, [tries, report = std::move(report)](Attempt a) {
+        --tries->out;
+        report(std::move(a));
+        if (tries->out == 0 && tries->then) std::exchange(tries->then, {})();
+      });
+    };
     // A writer that stops waiting (timeout, cancel, error) withdraws its intent, and reports
     // only once that is answered: after try_lock_for() returned false, readers are not kept out.
     // Not awaited when the connection is the problem. Either way the withdrawal is sent again
     // while its outcome is unknown (idempotent_call.hpp): otherwise the intent kept readers out
     // until it expired, one lease TTL (30 s by default) after a blip.
-    done = [core = core_, wintent = key_ + ":wintent", channel = key_ + ":ch", owner,
+    done = [core = core_, wintent = key_ + ":wintent", channel = key_ + ":ch", owner, tries,
             done = std::make_shared<std::function<void(Result<Lease>)>>(std::move(done))](Result<Lease> r) {
       if (r.ok()) return (*done)(std::move(r));
       auto withdraw = [core, wintent, owner = *owner, channel](ReplyHandler answered) {
         core->eval(scripts::rw_withdraw, {wintent}, {owner, channel}, std::move(answered));
       };
+      std::function<void()> send;
       if (r.code() == errc::connection || r.code() == errc::shutdown) {
-        send_idempotent(core, std::move(withdraw));
-        return (*done)(std::move(r));
+        send = [core, withdraw = std::move(withdraw)]() mutable { send_idempotent(core, std::move(withdraw)); };
+        (*done)(std::move(r));
+      } else {
+        auto failed = std::make_shared<Result<Lease>>(std::move(r));
+        send = [core, withdraw = std::move(withdraw), done, failed]() mutable {
+          send_idempotent(core, std::move(withdraw), [done, failed](Result<Reply>) { (*done)(std::move(*failed)); });
+        };
       }
-      auto failed = std::make_shared<Result<Lease>>(std::move(r));
-      send_idempotent(core, std::move(withdraw), [done, failed](Result<Reply>) { (*done)(std::move(*failed)); });
+      // The caller hears of a timeout no later than with one connection, where the withdrawal
+      // queued behind the try it was abandoning.
+      if (tries->out == 0) return send();
+      tries->then = std::move(send);
     };
   }
   start_acquire(core_, std::move(req), std::move(done), std::move(stop));

@@ -542,6 +542,51 @@ TEST_F(SharedMutexTest, CleanupAfterAnUnansweredWriterTryWakesTheReadersItsInten
   EXPECT_TRUE(held->release().ok());
 }
 
+// A writer whose wait ends while its last try is still out (held here in a paused proxy)
+// withdraws its intent only after that try's answer. With two connections per node the
+// withdrawal took the other connection, could reach the server first, and the try then left a
+// fresh intent that kept every reader out for a lease TTL. Which connection the try takes
+// depends on how many commands went before it (round robin), so the rounds shift that by a
+// PING: whichever order the proxy forwards its connections in, some round puts the withdrawal
+// on the connection forwarded first.
+TEST_F(SharedMutexTest, WithdrawalOnAnotherConnectionDoesNotOvertakeTheLastTry) {
+  for (int round = 0; round < 4; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    const std::string name = "overtake-" + std::to_string(round);
+    dlock::SharedMutex first(*client, name);
+    auto held = first.acquire_shared(no_wait());
+    ASSERT_TRUE(held.ok()) << held.error().what();
+
+    dlock::test::FaultProxy proxy("127.0.0.1", server->port());
+    dlock::ClientOptions o;
+    o.connections_per_node = 2;
+    dlock::Client wc(proxy.url(), o);
+    ASSERT_TRUE(wc.ping().ok());
+    dlock::SharedMutex writer(wc, name);
+    auto wrote = std::make_shared<std::promise<dlock::Result<dlock::Lease>>>();
+    const auto started = SteadyClock::now();
+    writer.async_acquire(wait_for(1500ms, 200ms),
+                         [wrote](dlock::Result<dlock::Lease> r) { wrote->set_value(std::move(r)); });
+    const std::string intents = writer.key() + ":wintent";
+    ASSERT_TRUE(eventually([&] { return raw->cmd_int({"ZCARD", intents}) == 1; }, 1000ms));
+    if (round % 2 == 1) {
+      ASSERT_TRUE(wc.ping().ok());
+    }
+    proxy.pause();  // the next try (a recheck within 240 ms) is held, and the wait runs out
+    std::this_thread::sleep_until(started + 1800ms);
+    proxy.pass();
+    auto w_future = wrote->get_future();
+    ASSERT_EQ(w_future.wait_for(5000ms), std::future_status::ready) << "the writer never gave up";
+    auto w = w_future.get();
+    ASSERT_FALSE(w.ok());
+    EXPECT_EQ(w.code(), make_error_code(dlock::errc::timeout)) << w.error().what();
+    EXPECT_EQ(raw->cmd_int({"ZCARD", intents}), 0) << "the withdrawn writer's intent is back";
+    EXPECT_TRUE(first.try_lock_shared()) << "a reader is kept out by a writer that stopped waiting";
+    first.unlock_shared();
+    EXPECT_TRUE(held->release().ok());
+  }
+}
+
 // ---------------------------------------------------------------------------- downgrade
 
 // The writer downgrades (std adapter): a reader that waited enters at once (woken by the
