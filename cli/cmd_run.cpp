@@ -366,10 +366,16 @@ int cmd_run(Context& ctx, const Args& args) {
     child.signal_group(SIGKILL);  // nothing of the command's group may run on unprotected
     report.outcome = "lost";
     report.exit_code = s.lost_code;
+    // What became of the command: killed or ended by the SIGTERM, or (ignoring it) finished.
+    const std::string ended = report.signal != 0 ? "it ended by " + signal_name(report.signal)
+                              : report.status ? "it exited with status " + std::to_string(*report.status)
+                                              : "it ended";
+    const bool recovered = lease.held() && lease.remaining() > s.grace + s.margin;
     report.message = why == Stopping::at_risk
-                         ? "the command was stopped because lock '" + s.name + "' could not be renewed"
-                         : "the command was stopped because lock '" + s.name + "' was lost";
-    if (lease.held() && lease.remaining() > s.grace + s.margin) {
+                         ? "the command was told to stop because lock '" + s.name + "' could not be renewed (" +
+                               ended + ")" + (recovered ? "; renewals recovered after that" : "")
+                         : "the command was stopped because lock '" + s.name + "' was lost (" + ended + ")";
+    if (recovered) {
       (void)lease.release();  // renewals recovered after all: give the lock back now
     } else if (lease.held()) {
       // The server may be unreachable: a release could block; the key expires at its TTL.

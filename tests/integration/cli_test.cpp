@@ -736,6 +736,33 @@ TEST_F(CliTest, RunStopsTheCommandBeforeAnUnrenewableLeaseEnds) {
   EXPECT_EQ(*code, 70) << bg.err();
   EXPECT_LT(took, 2000ms) << "the command must stop before the 2s lease can end";
   EXPECT_NE(bg.err().find("no renewal"), std::string::npos) << bg.err();
+  EXPECT_NE(bg.err().find("could not be renewed (it exited with status 9)"), std::string::npos) << bg.err();
+}
+
+// Renewals that fail long enough put the command at risk (SIGTERM) and that stands, exit 70,
+// even when they recover and the command, ignoring the signal, finishes by itself; but the
+// message says what happened. It said "the command was stopped because the lock could not be
+// renewed" of a command that was not stopped, on a lock that was renewed.
+TEST_F(CliTest, RunSaysWhenRenewalsRecoveredAfterTheCommandWasToldToStop) {
+  auto& bg = background({"run", "recovers", "--ttl", "3s", "--grace", "1s", "--",
+                         "sh", "-c", "trap 'touch " + path("told") + "' TERM; touch " + path("ready") +
+                                         "; while [ ! -e " + path("done") + " ]; do sleep 0.05; done; exit 5"});
+  ASSERT_TRUE(eventually([&] { return file_exists(path("ready")); }, 5s)) << bg.err();
+  server->pause();  // renewals get no answer until the command was told to stop
+  const bool told = eventually([&] { return file_exists(path("told")); }, 3s);
+  server->resume();
+  ASSERT_TRUE(told) << "no SIGTERM while renewals failed\n" << bg.err();
+  // The renewal that waited out the pause is answered: the key has its full TTL again.
+  ASSERT_TRUE(eventually([&] { return raw->cmd_int({"PTTL", key("recovers")}) > 2000; }, 3s)) << bg.err();
+  std::ofstream(path("done")) << "";
+  auto code = bg.process().wait_for(5s);
+  ASSERT_TRUE(code.has_value()) << bg.err();
+  EXPECT_EQ(*code, 70) << bg.err();
+  EXPECT_NE(bg.err().find("told to stop because lock 'recovers' could not be renewed (it exited with status 5); "
+                          "renewals recovered after that"),
+            std::string::npos)
+      << bg.err();
+  EXPECT_EQ(raw->cmd_int({"EXISTS", key("recovers")}), 0) << "the recovered lock was not released";
 }
 
 TEST_F(CliTest, RunForwardsSigtermToTheCommand) {
