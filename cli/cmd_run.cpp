@@ -83,10 +83,20 @@ RunSettings parse_settings(Context& ctx, const Args& args) {
   if (auto v = a.last("--conflict-exit-code")) s.conflict_code = parse_exit_code_arg("--conflict-exit-code", *v);
   if (auto v = a.last("--lost-exit-code")) s.lost_code = parse_exit_code_arg("--lost-exit-code", *v);
   if (s.ttl.count() <= 0) throw UsageError("--ttl must be positive");
-  s.margin = std::clamp<milliseconds>(s.ttl / 10, milliseconds(50), milliseconds(1000));
-  s.drift = s.ttl / 100 + milliseconds(2);  // the library's default drift allowance, made explicit
+  const auto margin_of = [](milliseconds ttl) { return std::clamp<milliseconds>(ttl / 10, milliseconds(50), milliseconds(1000)); };
+  const auto drift_of = [](milliseconds ttl) { return ttl / 100 + milliseconds(2); };  // the library's default allowance
+  s.margin = margin_of(s.ttl);
+  s.drift = drift_of(s.ttl);
   // Renewals must have room between "renewed" and "at risk": grace + margin must stay at least
-  // one margin below the lease's validity.
+  // one margin below the lease's validity. A TTL without room even for --grace 0 is the TTL's
+  // fault, and said so ("--grace 0s must be shorter than --ttl 100ms (at most 0s)" was not).
+  if (2 * s.margin + s.drift > s.ttl) {
+    milliseconds least = s.ttl;
+    while (2 * margin_of(least) + drift_of(least) > least) ++least;
+    throw UsageError("--ttl " + dlock::format_duration(s.ttl) + " is too short for dlock run: at least " +
+                     dlock::format_duration(least) + ", which leaves room for renewals and a safety margin of " +
+                     dlock::format_duration(margin_of(least)) + " before the lease can end");
+  }
   if (s.grace + 2 * s.margin + s.drift > s.ttl) {
     throw UsageError("--grace " + dlock::format_duration(s.grace) + " must be shorter than --ttl " +
                      dlock::format_duration(s.ttl) + " (at most " +

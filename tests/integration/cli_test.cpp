@@ -465,6 +465,15 @@ TEST_F(CliTest, UsageErrorsExit64) {
   }
   auto bad_url = dlock({"--redis", "http://nope", "status", "x"}, {}, /*with_url=*/false);
   EXPECT_EQ(bad_url.exit_code, 64) << describe(bad_url);
+  // A TTL with no room even for --grace 0 is named as the problem, with the least that works
+  // (it said "--grace 0s must be shorter than --ttl 100ms (at most 0s)"); that least works.
+  auto short_ttl = dlock({"run", "x", "--ttl", "100ms", "--grace", "0", "--", "true"});
+  EXPECT_EQ(short_ttl.exit_code, 64) << describe(short_ttl);
+  const std::regex least("--ttl 100ms is too short for dlock run: at least ([0-9]+ms)");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(short_ttl.err, m, least)) << describe(short_ttl);
+  auto at_least = dlock({"run", "x", "--ttl", m[1].str(), "--grace", "0", "--", "true"});
+  EXPECT_EQ(at_least.exit_code, 0) << describe(at_least);
 }
 
 TEST_F(CliTest, HelpAndVersion) {
