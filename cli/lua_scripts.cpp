@@ -63,10 +63,14 @@ elseif kind == 'hash' then
 elseif kind ~= 'none' then
   return 1
 end
+-- Readers, intents and permits are scored by when they expire (server ms): one that expired (a
+-- crashed holder's, not yet reclaimed) holds nothing. Without TIME (an ACL) every one counts.
+local clock = redis.pcall('TIME')
+local now = type(clock) == 'table' and clock[2] and tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000) or 0
 for k = 2, 4 do
   local t = redis.call('TYPE', KEYS[k])['ok']
   if t == 'zset' then
-    for _, member in ipairs(redis.call('ZRANGE', KEYS[k], 0, -1)) do
+    for _, member in ipairs(redis.call('ZRANGEBYSCORE', KEYS[k], '(' .. now, '+inf')) do
       if foreign(member) then return 1 end
     end
   elseif t ~= 'none' then
