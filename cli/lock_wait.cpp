@@ -1,9 +1,7 @@
 #include "lock_wait.hpp"
 
-#include <unistd.h>
 
 #include <algorithm>
-#include <array>
 #include <condition_variable>
 #include <cstdio>
 #include <memory>
@@ -127,9 +125,7 @@ Seen lock_seen(Context& ctx, const std::string& name) {
   };
   auto answers = std::make_shared<Answers>();  // outlives this call: late replies land here
   const std::string key = ctx.globals().prefix + "{" + name + "}";
-  std::array<char, 256> host{};
-  if (::gethostname(host.data(), host.size() - 1) != 0) std::snprintf(host.data(), host.size(), "unknown-host");
-  const std::string mine = "@" + std::string(host.data()) + ":" + std::to_string(::getpid());
+  const std::string mine = "@" + nodes.front()->owner_identity();
   for (dlock::Client* c : nodes) {
     c->async_command({"EVAL", lua::held_by_others, "4", key, key + ":readers", key + ":wintent", key + ":permits",
                       mine},

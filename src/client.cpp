@@ -146,6 +146,7 @@ Result<void> Client::ping(milliseconds timeout) {
 
 std::size_t Client::active_leases() const { return core_->active_leases(); }
 const ServerAddress& Client::address() const noexcept { return core_->address(); }
+const std::string& Client::owner_identity() const noexcept { return core_->identity(); }
 const ClientOptions& Client::options() const noexcept { return core_->options(); }
 bool Client::on_event_loop_thread() const noexcept { return core_->on_loop_thread(); }
 

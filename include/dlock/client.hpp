@@ -84,6 +84,11 @@ class Client {
 
   const ServerAddress& address() const noexcept;
   const ClientOptions& options() const noexcept;
+  // "host:pid" of the process that made this Client (gethostname, "unknown-host" if that
+  // fails): every owner token it makes ends in "@" + this (a ReentrantMutex holder's token too),
+  // which is how operators, and `dlock run`, tell this process's holds from others'. Not unique
+  // across machines that share a host name (containers): never used for ownership itself.
+  const std::string& owner_identity() const noexcept;
   // True when called on a thread that runs this Client's event loop now: in its callbacks (the
   // Client's own thread, or a thread blocked in a call of this Client that runs the loop
   // meanwhile; see ClientOptions::callers_run_loop).
