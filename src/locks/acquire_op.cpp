@@ -579,7 +579,32 @@ Result<Lease> acquire_blocking(const std::shared_ptr<ClientCore>& core, AcquireR
   return wait->wait(*core);
 }
 
+namespace {
+
+// A hold in parts (an ordered MultiLock: one record per Cluster slot group) has no scripts of
+// its own: each part is released as one lease would be, and `then` runs once every part's
+// release was answered. The parent is neither renewed nor counted (its parts are).
+void release_unwanted_parts(const std::shared_ptr<LeaseRecord>& parent, std::function<void()> then) {
+  if (!parent->begin_release()) {
+    if (then) then();
+    return;
+  }
+  auto left = std::make_shared<std::size_t>(parent->parts.size());
+  auto finish = std::make_shared<std::function<void()>>([parent, then = std::move(then)] {
+    parent->finish_release();
+    if (then) then();
+  });
+  for (const auto& part : parent->parts) {
+    release_unwanted(part, [left, finish] {
+      if (--*left == 0) (*finish)();
+    });
+  }
+}
+
+}  // namespace
+
 void release_unwanted(const std::shared_ptr<LeaseRecord>& rec, std::function<void()> then) {
+  if (!rec->parts.empty()) return release_unwanted_parts(rec, std::move(then));
   if (!rec->begin_release()) {
     if (then) then();
     return;

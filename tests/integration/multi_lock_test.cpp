@@ -458,6 +458,39 @@ TEST_F(MultiLockTest, OrderedAllOrNothingAndPartialHoldsReleasedAtOnce) {
   EXPECT_EQ(client->active_leases(), 0u);
 }
 
+// An ordered try still out when its wait ended (the server was paused) takes every group once
+// the server answers; nobody receives that hold, so it is given back. Before, giving it back
+// used the parent record's scripts, which a hold in parts does not have: a null dereference on
+// the event-loop thread (SIGSEGV).
+TEST_F(MultiLockTest, OrderedTryThatWinsAfterItsWaitEndedIsGivenBack) {
+  dlock::ClientOptions options;
+  options.command_timeout = scaled(6000ms);  // the try outlives the wait, not the pause
+  dlock::Client slow(server->url(), options);
+  ASSERT_TRUE(slow.ping().ok());
+  dlock::MultiLock m(slow, {"a", "b", "c"});
+  MultiLockAccess::force_ordered(m);
+  server->pause();
+  const milliseconds wait = scaled(400ms);
+  const auto t0 = SteadyClock::now();
+  auto none = m.acquire(dlock::WaitOptions{wait});
+  const milliseconds took = ms_since(t0);
+  server->resume();
+  EXPECT_EQ(none.code(), make_error_code(dlock::errc::timeout)) << (none.ok() ? "acquired" : none.error().what());
+  EXPECT_LT(took, wait + scaled(1000ms)) << "the wait outlived its deadline";
+  // Taken (every group: c, the last, carries a release marker) and given back.
+  ASSERT_TRUE(eventually(
+      [&] {
+        return exists(key_of("c") + ":rel") == 1 && exists(key_of("a")) + exists(key_of("b")) + exists(key_of("c")) == 0 &&
+               slow.active_leases() == 0;
+      },
+      scaled(4s)))
+      << "a=" << exists(key_of("a")) << " c=" << exists(key_of("c")) << " c:rel=" << exists(key_of("c") + ":rel")
+      << " active=" << slow.active_leases();
+  auto next = m.acquire(no_wait());
+  ASSERT_TRUE(next.ok()) << next.error().what();
+  EXPECT_TRUE(next->release().ok());
+}
+
 // Two sets over overlapping names, given in opposite orders, taken from many threads of two
 // Clients: every thread finishes (no deadlock) and no name is ever held twice.
 TEST_F(MultiLockTest, OrderedOverlappingSetsInOppositeOrdersNeverDeadlock) {
