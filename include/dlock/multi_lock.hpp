@@ -105,9 +105,11 @@ class MultiLock {
   // tokens(lease)
   //
   // The fencing token of each lock of the set, in names() order, read from the servers' fence
-  // counters (one round trip). Meaningful while `lease` is held: a counter only moves when its
-  // lock is taken. Errors: lock_lost (the lease is not held), connection, timeout, protocol,
-  // called_from_event_loop.
+  // counters (one round trip). Each counter is read only where its lock key still holds this
+  // lease's owner (a counter moves only when its lock is taken), so a lease that expired on the
+  // server before the client noticed gets lock_lost, never the next holder's token. Errors:
+  // lock_lost (the lease is not held, or a key no longer holds it), connection, timeout,
+  // protocol, called_from_event_loop.
   Result<std::vector<FencingToken>> tokens(const Lease& lease) const;
 
   // --- Standard Lockable / TimedLockable members (as Mutex) ----------------------------------

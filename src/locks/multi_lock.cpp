@@ -18,6 +18,7 @@ namespace dlock::detail::scripts {
 extern const Script multi_acquire;
 extern const Script multi_renew;
 extern const Script multi_release;
+extern const Script multi_token;
 }  // namespace dlock::detail::scripts
 
 namespace dlock {
@@ -128,7 +129,8 @@ Result<std::vector<FencingToken>> MultiLock::tokens(const Lease& lease) const {
   if (core_->on_loop_thread()) {
     return Error(errc::called_from_event_loop, what + " on the client's event-loop thread");
   }
-  // One GET per counter, sent together: on Cluster the counters may live in different slots.
+  // One script per lock, sent together (on Cluster the locks may live in different slots),
+  // each reading the counter only where the key is still this owner's (multi_token.lua).
   struct Replies {
     std::mutex mu;
     std::condition_variable cv;
@@ -139,7 +141,7 @@ Result<std::vector<FencingToken>> MultiLock::tokens(const Lease& lease) const {
   replies->got.resize(keys_.size());
   replies->left = keys_.size();
   for (std::size_t i = 0; i < keys_.size(); ++i) {
-    core_->send(format_command({"GET", keys_[i] + ":fence"}), [replies, i](Result<Reply> r) {
+    core_->eval(scripts::multi_token, {keys_[i], keys_[i] + ":fence"}, {lease.owner()}, [replies, i](Result<Reply> r) {
       std::lock_guard lock(replies->mu);
       replies->got[i].emplace(std::move(r));
       if (--replies->left == 0) replies->cv.notify_all();
@@ -154,11 +156,15 @@ Result<std::vector<FencingToken>> MultiLock::tokens(const Lease& lease) const {
     Result<Reply>& r = *replies->got[i];
     if (!r.ok()) return Error(r.code(), what + ": " + r.error().what());
     if (r->is_error()) return Error(classify_error_reply(*r), what + ": " + r->str());
+    if (r->is_nil()) {
+      return Error(errc::lock_lost, what + ": '" + keys_[i] + "' is no longer held by this lease (expired or taken over)");
+    }
     std::optional<long long> v = r->as_integer();
     if (!v || *v <= 0) return Error(errc::protocol, what + ": unexpected counter " + r->to_string());
     out.push_back(FencingToken{static_cast<std::uint64_t>(*v)});
   }
-  // Read while held: no counter can have moved (taking any of the locks would have lost it).
+  // Each counter was read while its key held this owner, so none had moved since this hold
+  // took it. (A loss found meanwhile is reported as well.)
   if (!lease.held()) return Error(errc::lock_lost, what + ": the lease was lost");
   return out;
 }

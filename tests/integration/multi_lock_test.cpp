@@ -257,6 +257,25 @@ TEST_F(MultiLockTest, FencingTokensStrictlyIncrease) {
   m.unlock();
 }
 
+// A lock of the set expired on the server and was taken by another owner before this Client's
+// next renewal noticed: the Lease still reads as held, but tokens() must not hand out the next
+// holder's token (it read the counters with plain GETs).
+TEST_F(MultiLockTest, TokensOfALockTakenOverBehindTheLeasesBackAreLost) {
+  dlock::MultiLock m(*client, {"a", "b"}, watchdog(30s));
+  auto lease = m.acquire(no_wait());
+  ASSERT_TRUE(lease.ok()) << lease.error().what();
+  auto before = m.tokens(*lease);
+  ASSERT_TRUE(before.ok()) << before.error().what();
+  ASSERT_EQ(before->size(), 2u);
+  // b's key expired and another owner took it: its counter moved on.
+  ASSERT_EQ(raw->cmd({"SET", key_of("b"), "another-owner", "PX", "30000"}), "OK");
+  raw->cmd_int({"INCR", key_of("b") + ":fence"});
+  ASSERT_TRUE(lease->held()) << "the watchdog has not renewed yet";
+  auto after = m.tokens(*lease);
+  EXPECT_EQ(after.code(), make_error_code(dlock::errc::lock_lost))
+      << (after.ok() ? "read the next holder's token " + std::to_string(after->back().value) : after.error().what());
+}
+
 TEST_F(MultiLockTest, WrongTypeWhenOneNameHoldsAHash) {
   raw->cmd({"HSET", key_of("b"), "f", "v"});
   dlock::MultiLock m(*client, {"a", "b", "c"});
