@@ -21,11 +21,15 @@ struct LeaseTiming {
   milliseconds renew_interval{10000};
   milliseconds at_risk_margin{10000};
   milliseconds drift{302};
+  // LeaseOptions::drift_allowance as given (zero: the default, ttl / 100 + 2 ms): extend()
+  // derives the new TTL's allowance from it, not from the old TTL's.
+  milliseconds drift_option{0};
 
   // Fills the defaults documented in LeaseOptions.
   static LeaseTiming from(const LeaseOptions& o) {
     LeaseTiming t;
     t.ttl = o.ttl;
+    t.drift_option = o.drift_allowance;
     t.renew_interval = o.renew_interval.count() > 0 ? o.renew_interval : o.ttl / 3;
     t.at_risk_margin = o.at_risk_margin.count() > 0 ? o.at_risk_margin : o.ttl / 3;
     t.drift = o.drift_allowance.count() > 0 ? o.drift_allowance : o.ttl / 100 + milliseconds(2);

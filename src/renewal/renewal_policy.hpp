@@ -10,8 +10,10 @@
 //   due                fixed TTL                      wait until valid_until
 //   due                watchdog, no renewal in flight renew; next check when at risk, then at
 //                                                     valid_until
-//   renewed (reply 1)  sent                           valid_until = sent + ttl - drift;
+//   renewed (reply 1)  now < valid_until              valid_until = sent + ttl - drift;
 //                                                     next due at sent + renew_interval
+//   renewed (reply 1)  now >= valid_until             lose (expired): a late reply revives
+//                                                     nothing
 //   renew failed       now < valid_until              retry soon (never after valid_until)
 //   renew failed       now >= valid_until             lose (expired)
 // "At risk" is reported once, when less than at_risk_margin is left without a renewal, and may
@@ -83,6 +85,15 @@ class RenewalPolicy {
 
   RenewalStep on_renewed(RenewalState& s, time_point sent, time_point now) const {
     s.renew_in_flight = false;
+    // The reply came after the validity had ended (the process was paused, the loop was late,
+    // or the reply was): the holder was told nothing and its lease counted down to zero, which
+    // is a loss; a renewal must not bring a lease back from that. (Its loss timer may simply
+    // not have run yet.)
+    if (now >= s.valid_until) {
+      RenewalStep step;
+      step.action = RenewalAction::lose;
+      return step;
+    }
     const time_point until = timing_.validity_from(sent);
     if (until > s.valid_until) s.valid_until = until;
     s.at_risk_reported = false;

@@ -235,6 +235,25 @@ TEST(RenewalPolicy, VeryLateReplySchedulesNextNoEarlierThanNow) {
   EXPECT_EQ(step.next, t0 + seconds(25));
 }
 
+// A reply that arrives once the validity has ended (the process was paused; the loss timer
+// had not run yet) is a loss: it used to extend the validity from its send time, so a lease
+// that had counted down to zero came back to life.
+TEST(RenewalPolicy, ReplyAfterValidityEndedIsALoss) {
+  const RenewalPolicy p = watchdog();
+  RenewalState s = acquired(p, t0);
+  ASSERT_EQ(p.on_due(s, t0 + seconds(10)).action, RenewalAction::renew);
+  const TP until = s.valid_until;
+  const RenewalStep late = p.on_renewed(s, t0 + seconds(10), until);
+  EXPECT_EQ(late.action, RenewalAction::lose);
+  EXPECT_EQ(s.valid_until, until) << "a late reply extended the validity";
+  EXPECT_FALSE(s.renew_in_flight);
+
+  RenewalState in_time = acquired(p, t0);
+  ASSERT_EQ(p.on_due(in_time, t0 + seconds(10)).action, RenewalAction::renew);
+  EXPECT_EQ(p.on_renewed(in_time, t0 + seconds(10), until - ns1).action, RenewalAction::none);
+  EXPECT_EQ(in_time.valid_until, t0 + milliseconds(39698));
+}
+
 TEST(RenewalPolicy, LateReplyForOlderSendNeverShortensValidity) {
   const RenewalPolicy p = watchdog();
   RenewalState s = acquired(p, t0);
