@@ -471,6 +471,35 @@ void ClientCore::close_all() {
   work_.reset();
 }
 
+// Shutdown, step 1 (loop thread): releases every lease still held; `released` is set once each
+// release was answered.
+void ClientCore::release_held(const std::shared_ptr<std::promise<void>>& released) {
+  auto leases = renewals_->take_all();
+  auto left = std::make_shared<std::size_t>(leases.size() + 1);
+  auto one_done = [left, released] {
+    if (--*left == 0) released->set_value();
+  };
+  for (auto& rec : leases) {
+    if (!rec->begin_release()) {
+      one_done();
+      continue;
+    }
+    active_leases_.fetch_sub(1);
+    auto answered = [rec, one_done](Result<Reply>) {
+      rec->finish_release();
+      one_done();
+    };
+    // A Redlock lease: released on the other masters too (those whose Clients are still
+    // up), not only here, on its home node.
+    if (rec->scripts.fanout) {
+      rec->scripts.fanout->send_to_others(*rec->scripts.release, rec->scripts.release_key_list(), rec->release_args());
+    }
+    eval_now(*rec->scripts.release, encode_evalsha(*rec->scripts.release, rec->scripts.release_key_list(), rec->release_args()),
+             std::move(answered));
+  }
+  one_done();
+}
+
 void ClientCore::shutdown() {
   if (shut_down_.exchange(true)) return;
   if (!thread_.joinable()) return;
@@ -481,34 +510,15 @@ void ClientCore::shutdown() {
     thread_.detach();
     return;
   }
-  // 1. Release what is still held, best effort, bounded by shutdown_timeout. Renewal stops first.
+  // 1. Waits end and leave their places while the connections still work; then what is still
+  //    held is released (its renewal stopped first). Best effort, bounded by shutdown_timeout.
+  //    In that order because a release hands a FairLock straight to the head of its queue (and
+  //    names the next Client on a Mutex's roll): a waiter of this Client still queued was given
+  //    the lock, which then sat out its TTL with nobody holding it.
   auto released = std::make_shared<std::promise<void>>();
   auto done = released->get_future();
   asio::post(io_, [this, released] {
-    auto leases = renewals_->take_all();
-    auto left = std::make_shared<std::size_t>(leases.size() + 1);
-    auto one_done = [left, released] {
-      if (--*left == 0) released->set_value();
-    };
-    for (auto& rec : leases) {
-      if (!rec->begin_release()) {
-        one_done();
-        continue;
-      }
-      active_leases_.fetch_sub(1);
-      auto answered = [rec, one_done](Result<Reply>) {
-        rec->finish_release();
-        one_done();
-      };
-      // A Redlock lease: released on the other masters too (those whose Clients are still
-      // up), not only here, on its home node.
-      if (rec->scripts.fanout) {
-        rec->scripts.fanout->send_to_others(*rec->scripts.release, rec->scripts.release_key_list(), rec->release_args());
-      }
-      eval_now(*rec->scripts.release, encode_evalsha(*rec->scripts.release, rec->scripts.release_key_list(), rec->release_args()),
-               std::move(answered));
-    }
-    one_done();
+    fail_waiters(Error(errc::shutdown, "client is shut down"), [this, released] { release_held(released); });
   });
   (void)done.wait_for(options_.shutdown_timeout);
   // 2. Fail everything still pending and let the loop run out of work, so no caller is left

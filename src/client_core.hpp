@@ -129,10 +129,17 @@ class ClientCore : public std::enable_shared_from_this<ClientCore>, public Conne
   std::optional<BootClock::time_point> courtesy_until(const std::string& key);
   // A release named this Client's waiter as the next one: no holding back for it.
   void clear_courtesy(const std::string& key);
-  // Fails every waiting acquisition (shutdown): the WaitQueues' and the hooked ones'.
-  void fail_waiters(const Error& why);
+  // Fails every waiting acquisition (shutdown): the WaitQueues' and the hooked ones'. With
+  // `drained`, the connections still work: waits leave their places (a Mutex roll's, a FairLock
+  // queue's) and `drained` runs once every hooked wait has answered, so that the releases of the
+  // Client's held leases that follow hand no lock to a waiter of this Client, which is going
+  // away. Without it (close_all), nothing can be sent any more. Loop thread only.
+  void fail_waiters(const Error& why, std::function<void()> drained = {});
   // Waits that do not use a WaitQueue (FairLock) register here so shutdown reaches them at once.
-  std::uint64_t add_shutdown_hook(std::function<void(const Error&)> fn);
+  // The hook gets the reason and, when the wait may still clean up, a callback it must run once
+  // it has (empty: end the wait now, nothing can be sent).
+  using ShutdownHook = std::function<void(const Error&, std::function<void()> cleaned_up)>;
+  std::uint64_t add_shutdown_hook(ShutdownHook fn);
   void remove_shutdown_hook(std::uint64_t id);
 
   std::atomic<std::size_t> active_leases_{0};
@@ -142,6 +149,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore>, public Conne
 
  private:
   void drain();
+  void release_held(const std::shared_ptr<std::promise<void>>& released);
   void run_loop();  // the own thread's body: runs the loop whenever no caller does
   bool run_owned();  // runs it while holding it, until a caller asks (false) or it stopped (true)
   bool take_loop();  // a caller's bid for the loop; true when it holds it
@@ -194,7 +202,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore>, public Conne
   bool linger_armed_ = false;
   void arm_linger(BootClock::time_point at);
   std::unordered_map<std::string, BootClock::time_point> courtesy_;  // see note_release()
-  std::unordered_map<std::uint64_t, std::function<void(const Error&)>> shutdown_hooks_;
+  std::unordered_map<std::uint64_t, ShutdownHook> shutdown_hooks_;
   std::uint64_t next_hook_id_ = 1;
 
   std::mutex submit_mu_;

@@ -539,20 +539,31 @@ std::optional<BootClock::time_point> ClientCore::courtesy_until(const std::strin
   return it->second;
 }
 
-void ClientCore::fail_waiters(const Error& why) {
+void ClientCore::fail_waiters(const Error& why, std::function<void()> drained) {
   std::vector<std::shared_ptr<WaitQueue>> queues;
   for (auto& [key, weak] : wait_queues_) {
     if (auto q = weak.lock()) queues.push_back(std::move(q));
   }
+  // A Mutex wait that ends gives its Client's place on the roll back (best effort, no answer
+  // awaited): sent now, ahead of the shutdown's releases on the connection.
   for (auto& q : queues) q->fail_all(why);
   lingering_.clear();
   if (linger_timer_) linger_timer_->cancel();
   auto hooks = std::move(shutdown_hooks_);  // a hook's wait removes itself as it ends
   shutdown_hooks_.clear();
-  for (auto& [id, fn] : hooks) fn(why);
+  if (!drained) {
+    for (auto& [id, fn] : hooks) fn(why, {});
+    return;
+  }
+  auto left = std::make_shared<std::size_t>(hooks.size() + 1);
+  auto one_done = [left, drained = std::move(drained)] {
+    if (--*left == 0) drained();
+  };
+  for (auto& [id, fn] : hooks) fn(why, one_done);
+  one_done();
 }
 
-std::uint64_t ClientCore::add_shutdown_hook(std::function<void(const Error&)> fn) {
+std::uint64_t ClientCore::add_shutdown_hook(ShutdownHook fn) {
   const std::uint64_t id = next_hook_id_++;
   shutdown_hooks_.emplace(id, std::move(fn));
   return id;

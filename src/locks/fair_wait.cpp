@@ -169,8 +169,13 @@ class FairWaitOp final : public std::enable_shared_from_this<FairWaitOp> {
     if (finished_) return;  // cancelled before it started
     if (core_->is_shut_down()) return deliver(Error(errc::shutdown, "client is shut down"));
     // Shutdown reaches this wait through the Client's hook, not by polling.
-    shutdown_hook_ = core_->add_shutdown_hook([weak = weak_from_this()](const Error& why) {
-      if (auto self = weak.lock()) self->give_up(why);
+    shutdown_hook_ = core_->add_shutdown_hook([weak = weak_from_this()](const Error& why, std::function<void()> cleaned_up) {
+      auto self = weak.lock();
+      if (!self) {
+        if (cleaned_up) cleaned_up();
+        return;
+      }
+      self->shut_down(why, std::move(cleaned_up));
     });
     owner_ = core_->new_owner_token();
     // Registered before any try: a handover can be announced before the try's reply arrives.
@@ -426,6 +431,23 @@ class FairWaitOp final : public std::enable_shared_from_this<FairWaitOp> {
     arm_tick();
   }
 
+  // The Client shuts down. With `cleaned_up` the connections still work: the wait leaves the
+  // queue as a cancelled one does (before the Client's own releases, which would otherwise hand
+  // the lock to this wait: ClientCore::shutdown), and `cleaned_up` runs once it has answered.
+  // Without it nothing can be sent any more: the wait ends now (its place expires by itself).
+  void shut_down(const Error& why, std::function<void()> cleaned_up) {
+    if (delivered_) {
+      if (cleaned_up) cleaned_up();
+      return;
+    }
+    if (!cleaned_up) {
+      finished_ = true;
+      return deliver(why);
+    }
+    cleaned_up_ = std::move(cleaned_up);
+    give_up(why);  // a wait already giving up (a timeout's cleanup in flight) delivers as it ends
+  }
+
   // Ends the wait without the lock: leave the queue first (after the try in flight, if any, has
   // been answered, so that it cannot queue us again), then report `why`.
   void give_up(Error why) {
@@ -435,8 +457,6 @@ class FairWaitOp final : public std::enable_shared_from_this<FairWaitOp> {
     timer_.cancel();
     deadline_timer_.cancel();
     pending_ = std::move(why);
-    const bool shut_down = pending_->code == make_error_code(errc::shutdown);
-    if (shut_down) return deliver_pending();  // nothing can be sent any more
     if (pending_->code == make_error_code(errc::timeout)) {
       // The caller's deadline holds, up to a short grace for the cleanup.
       grace_timer_.expires_after(std::min(timeout_cleanup_grace, core_->options().command_timeout));
@@ -488,6 +508,7 @@ class FairWaitOp final : public std::enable_shared_from_this<FairWaitOp> {
     shutdown_hook_ = 0;
     auto done = std::move(done_);
     done(std::move(result));
+    if (cleaned_up_) std::exchange(cleaned_up_, {})();
   }
 
   std::shared_ptr<ClientCore> core_;
@@ -517,6 +538,7 @@ class FairWaitOp final : public std::enable_shared_from_this<FairWaitOp> {
   std::uint64_t seen_generation_ = 0;  // ... when the last try was sent
   std::optional<Error> pending_;       // the outcome of a wait given up, delivered after cleanup
   std::uint64_t shutdown_hook_ = 0;
+  std::function<void()> cleaned_up_;  // shutdown waits for this wait's cleanup (shut_down)
   std::optional<std::stop_callback<std::function<void()>>> stop_cb_;
 };
 

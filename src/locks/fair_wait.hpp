@@ -18,8 +18,9 @@
 //      release between the two cannot be missed);
 //   3. sleep until a message for this waiter, or the next try is due: every waiter_ttl / 3
 //      (which renews its place), for the head also when the holder's TTL ends and after
-//      WaitOptions::recheck_interval, for the waiter behind a head that is slow to take a free
-//      lock when that head's place expires; always bounded by the caller's deadline.
+//      WaitOptions::recheck_interval, for the waiter behind the head when the holder's TTL
+//      ends (the head may have left meanwhile) or, while the lock is free and the head slow to
+//      take it, when that head's place expires; always bounded by the caller's deadline.
 //      'granted' ends the wait with the lease; 'released' (the lock became free without a
 //      handover: the head's stored lease was missing, a forced unlock, an expired holder's place
 //      purged) makes the waiter try at once;
@@ -94,8 +95,8 @@ struct FairSpec {
 
 // The delay until the next try after a busy reply (pure; unit-tested).
 //   position      the waiter's place: 0 head, 1 next, 2 further back, -1 not queued
-//   hint_ms       the script's hint: the holder's PTTL for the head; for position 1 the time
-//                 left to the head's place when the lock is free; -1 none
+//   hint_ms       the script's hint: the holder's PTTL for the head; for position 1 the same,
+//                 or the time left to the head's place when the lock is free; -1 none
 //   recheck       WaitOptions::recheck_interval, already jittered (only the head uses it)
 //   refresh_left  time until the waiter's place must be renewed
 // Never less than 1 ms.

@@ -18,8 +18,8 @@
 --          {0, hint, position}    not acquired. position: 0 the caller heads the queue, 1 it is
 --                                 next after the head, 2 further back, -1 not queued.
 --                                 hint: ms until a retry may succeed, -1 unknown: for the head
---                                 the holder's PTTL; for position 1 while the lock is free, the
---                                 time left to the head's place.
+--                                 the holder's PTTL; for position 1 the holder's PTTL, or while
+--                                 the lock is free, the time left to the head's place.
 --          {-1, type}             a key holds a value of another type
 -- Deadlines are the server's clock (TIME), never a client's.
 local lock_type = redis.call('TYPE', KEYS[1])['ok']
@@ -114,6 +114,9 @@ if position == 1 then
     local head_deadline = tonumber(redis.call('ZSCORE', KEYS[4], head))
     return {0, math.max(0, head_deadline - now), 1}
   end
-  return {0, -1, 1}
+  -- The holder's TTL: should the head leave the queue while the lock is held (it gave up), and
+  -- the holder's key then expire without a release, this waiter heads a free lock that nobody
+  -- announces. It used to learn that only at its next refresh (waiter_ttl / 3).
+  return {0, redis.call('PTTL', KEYS[1]), 1}
 end
 return {0, -1, 2}

@@ -17,8 +17,11 @@
 -- pcall: a key of another type simply is not ours; a user whose ACL lacks channel rights still
 -- releases (the head then finds the lock its own at its recheck: fair_acquire.lua).
 -- The handover below is repeated in fair_dequeue.lua (scripts cannot share code).
+-- The release marker is written last, once nothing can fail any more: Redis keeps what a
+-- script wrote before an error, and a marker left by a release that then failed (an INCR on a
+-- counter that is no integer, a TIME an ACL denies) made its retry answer 2 while the lock was
+-- still held.
 if redis.pcall('GET', KEYS[1]) == ARGV[1] then
-  redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[3])
   local function channel_of(id) return ARGV[2] .. (string.match(id, '^%x+@(.+):%d+$') or id) end
   local head = false
   if redis.call('TYPE', KEYS[3])['ok'] == 'list' and redis.call('TYPE', KEYS[4])['ok'] == 'zset' then
@@ -45,12 +48,14 @@ if redis.pcall('GET', KEYS[1]) == ARGV[1] then
       redis.call('LPOP', KEYS[3])
       redis.call('ZREM', KEYS[4], head)
       redis.call('HDEL', KEYS[6], head)
+      redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[3])
       -- '%d': a Lua number concatenates as %.14g, which writes a 16-digit token as 1.7e+15.
       redis.pcall('PUBLISH', channel_of(head), 'granted ' .. string.format('%d', token) .. ' ' .. head)
       return 1
     end
   end
   redis.call('DEL', KEYS[1])
+  redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[3])
   -- A live head whose stored lease is missing is woken and takes the lock with its own try.
   if head then redis.pcall('PUBLISH', channel_of(head), 'released ' .. head) end
   return 1

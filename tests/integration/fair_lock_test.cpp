@@ -49,6 +49,7 @@ using dlock::test::ChildProcess;
 using dlock::test::RawConnection;
 using dlock::test::eventually;
 using dlock::test::ms_since;
+using dlock::test::scaled;
 using dlock::test::SteadyClock;
 using std::chrono::milliseconds;
 
@@ -998,6 +999,93 @@ TEST_F(FairLockTest, DestroyingClientFailsPendingAcquireWithShutdown) {
   std::lock_guard g(out->mu);
   EXPECT_EQ(*out->code, make_error_code(dlock::errc::shutdown)) << out->code->message();
   EXPECT_EQ(get(key_of(name)), held->owner());
+  // The waiter left the queue as the Client shut down; before, its place stayed for its
+  // waiter_ttl (30 s here), and a release in that time handed the lock to it.
+  EXPECT_EQ(queued(name), 0);
+  EXPECT_EQ(raw->cmd_int({"ZCARD", timeouts_of(name)}), 0);
+  EXPECT_EQ(raw->cmd_int({"HLEN", grant_of(name)}), 0);
+}
+
+// The waiter behind the head is told the holder's TTL. Here the head gives up while a holder
+// that will never release (a crashed one: its key just expires) keeps the lock: the waiter
+// now heads the queue of a lock that becomes free without a word. It used to sleep until its
+// next refresh (waiter_ttl / 3 = 5 s here); now it tries when the holder's TTL ends.
+TEST_F(FairLockTest, NextWaiterTriesWhenTheHolderExpiresAfterTheHeadLeft) {
+  const std::string name = "position-one";
+  ASSERT_EQ(raw->cmd({"SET", key_of(name), "crashed-holder", "PX", "1200"}), "OK");
+  const auto set_at = SteadyClock::now();
+  dlock::Client other(server->url());
+  dlock::FairLock head(other, name);
+  auto head_wait = std::async(std::launch::async, [&] { return head.acquire(dlock::WaitOptions{400ms, 10000ms}); });
+  ASSERT_TRUE(queue_reaches(name, 1));
+  dlock::FairLock behind(*client, name, {}, waiter_ttl(15000ms));
+  auto behind_wait = std::async(std::launch::async, [&] { return behind.acquire(notified(20s)); });
+  ASSERT_TRUE(queue_reaches(name, 2));
+  auto head_result = head_wait.get();
+  EXPECT_EQ(head_result.code(), make_error_code(dlock::errc::timeout));
+  EXPECT_EQ(queued(name), 1) << "the head left the queue";
+  ASSERT_EQ(behind_wait.wait_for(scaled(4000ms)), std::future_status::ready)
+      << "the waiter slept through the free lock";
+  auto lease = behind_wait.get();
+  ASSERT_TRUE(lease.ok()) << lease.error().what();
+  EXPECT_LT(ms_since(set_at), 1200ms + scaled(1300ms));
+  EXPECT_TRUE(lease->release().ok());
+}
+
+// A release whose handover fails (here the fencing counter holds no integer, so its INCR fails)
+// leaves the lock held and writes no release marker: Redis keeps what a script wrote before an
+// error, and the marker, written first, made a retried release answer "already released"
+// while the key was still this owner's.
+TEST_F(FairLockTest, FailedHandoverLeavesNoReleaseMarker) {
+  const std::string name = "failed-handover";
+  dlock::FairLock holder(*client, name);
+  auto held = holder.acquire(no_wait());
+  ASSERT_TRUE(held.ok()) << held.error().what();
+  dlock::Client other(server->url());
+  dlock::FairLock waiter(other, name);
+  auto waiting = std::async(std::launch::async, [&] { return waiter.acquire(dlock::WaitOptions{1500ms, 10000ms}); });
+  ASSERT_TRUE(queue_reaches(name, 1));
+  ASSERT_EQ(raw->cmd({"SET", fence_of(name), "not-a-number"}), "OK");
+  auto released = held->release();
+  EXPECT_FALSE(released.ok()) << "the handover's INCR failed, yet the release succeeded";
+  EXPECT_EQ(get(key_of(name)), held->owner()) << "the lock is still held";
+  EXPECT_EQ(exists(key_of(name) + ":rel"), 0) << "a release that failed left its marker";
+  EXPECT_EQ(queued(name), 1) << "the waiter keeps its place";
+  EXPECT_EQ(waiting.get().code(), make_error_code(dlock::errc::timeout));
+}
+
+// A Client that holds a FairLock and also waits for it (another thread) is destroyed: its
+// shutdown releases the lock, which goes to the head of the queue. Its own waiter was that head,
+// and was granted the lock as the Client went away: the key then sat out its lease TTL (30 s)
+// with nobody holding it. Now the waiter leaves the queue first, and the lock goes to the next
+// waiter, another Client's.
+TEST_F(FairLockTest, ShutdownHandsTheLockPastItsOwnWaiterToTheNext) {
+  const std::string name = "shutdown-handoff";
+  auto going = std::make_unique<dlock::Client>(server->url());
+  auto holder = std::make_shared<dlock::FairLock>(*going, name);
+  auto held = holder->acquire(no_wait());
+  ASSERT_TRUE(held.ok()) << held.error().what();
+  auto own_waiter = std::make_shared<dlock::FairLock>(*going, name);
+  auto own = std::async(std::launch::async, [own_waiter] { return own_waiter->acquire(notified(60s)); });
+  ASSERT_TRUE(queue_reaches(name, 1));
+  dlock::FairLock next(*client, name);
+  auto theirs = std::async(std::launch::async, [&] { return next.acquire(notified(60s)); });
+  ASSERT_TRUE(queue_reaches(name, 2));
+
+  const auto t0 = SteadyClock::now();
+  going.reset();
+  ASSERT_EQ(own.wait_for(scaled(5s)), std::future_status::ready);
+  auto own_result = own.get();
+  EXPECT_EQ(own_result.code(), make_error_code(dlock::errc::shutdown))
+      << (own_result.ok() ? "acquired on a Client being destroyed" : own_result.error().what());
+  ASSERT_EQ(theirs.wait_for(scaled(5s)), std::future_status::ready)
+      << "the lock went to the destroyed Client's waiter; key holds " << get(key_of(name));
+  auto lease = theirs.get();
+  ASSERT_TRUE(lease.ok()) << lease.error().what();
+  EXPECT_LT(ms_since(t0), scaled(3000ms));
+  EXPECT_EQ(get(key_of(name)), lease->owner());
+  EXPECT_EQ(queued(name), 0);
+  EXPECT_TRUE(lease->release().ok());
 }
 
 TEST_F(FairLockTest, InvalidArgumentsThrow) {
