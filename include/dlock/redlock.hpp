@@ -8,7 +8,9 @@
 //   P{N}          string: the owner token (as Mutex: "<32 hex>@<host>:<pid>:<unix ms>"), SET NX PX
 //   P{N}:fence    string: this node's fencing counter; no TTL, never deleted
 //   P{N}:rel      string: the last releaser's owner token, for 30 s ("-<owner>" on a node where
-//                 the release found the key already gone: no renewal in flight may set it again)
+//                 the release found the key already gone, unless another owner's release
+//                 marker is there: neither a renewal nor a late acquire of that owner may set
+//                 it again)
 //   P{N}:ch       pub/sub channel: "released" after a release
 // That is the Mutex layout, so a Mutex on one of the nodes and a Redlock exclude each other on
 // that node (but a Mutex holds one node, never a majority).
@@ -33,7 +35,8 @@
 // no timer or thread per lock); each renewal goes to every node in parallel, in the same
 // pipelined writes as that node's other renewals. On each node it extends the key where this
 // owner holds it, and sets it again (NX) where the key is gone (a node restarted empty or
-// reachable again); it never overwrites another owner's key. The renewal succeeds when a
+// reachable again), unless this owner released it there or another owner took and released
+// it there meanwhile (its release marker: "not ours"); it never overwrites another owner's key. The renewal succeeds when a
 // majority answered; on_lost(taken) runs when so many nodes hold another owner's key that no
 // majority is left; on_lost(expired) when no majority could be renewed before the validity
 // ran out. extend() and release() likewise act on every node and need a majority.
@@ -47,9 +50,11 @@
 // never a polling loop. Not guaranteed: order across processes, which race for the lock.
 //
 // Fencing: each node's acquire sets its counter to max(counter, hint) + 1, where the hint is
-// the highest token this Redlock object has seen. The client takes the MAXIMUM over the nodes
-// that granted the lock as the token, and writes it back to every node (counter =
-// max(counter, token)); the acquisition counts only once a majority confirmed the write-back.
+// the highest token this Redlock object has seen; a node whose counter is missing (restarted
+// empty) first seeds it from its own clock in microseconds, as a Mutex's server does. The
+// client takes the MAXIMUM over the nodes that granted the lock as the token, and writes it
+// back to every node (counter = max(counter, token)); the acquisition counts only once a
+// majority confirmed the write-back.
 // Guaranteed: if holder B's acquisition started after holder A's acquisition counted, then
 // token(B) > token(A), provided at least one node that confirmed A's write-back and granted B
 // kept its counter in between. Those two majorities always share a node, so with no node
@@ -60,9 +65,11 @@
 // its validity (GC, SIGSTOP, VM migration) still believes it holds the lock. The token is what
 // lets the resource reject its late writes, and only when the resource checks it (fencing.hpp).
 // The token is not a consensus-grade counter either: two holders that overlap because timing
-// assumptions failed may both hold tokens, the later one higher; if a majority of the nodes
-// that carried the order lost their counters (restarted empty), a later holder can get a LOWER
-// token. Use a consensus system (etcd, ZooKeeper) when correctness must not depend on timing.
+// assumptions failed may both hold tokens, the later one higher. If a majority of the nodes
+// that carried the order lost their counters (restarted empty), the clock seed keeps tokens
+// rising only while those nodes' clocks do not run behind the last token's microseconds (a
+// clock set back, or a token pushed past the clock by more acquisitions than microseconds
+// passed). Use a consensus system (etcd, ZooKeeper) when correctness must not depend on timing.
 //
 // OPERATING RULE: a node that restarts empty (no persistence, or AOF with fsync every second)
 // must stay out for at least the maximum lease TTL (a delayed restart), or run with
@@ -76,8 +83,9 @@
 // acquisition has SENT its release to every node before it returns.
 //
 // Lifetime: the Clients must outlive the Redlock and its leases. Destroying nodes[0]'s Client
-// while a lease is held stops its renewal and releases it on node 0 only (the Client's own
-// shutdown knows a single server); the other nodes' keys expire at their TTL.
+// while a lease is held stops its renewal and releases it on every node whose Client is still
+// up (best effort, bounded by that Client's shutdown_timeout); on nodes whose Client is gone
+// the key expires at its TTL.
 //
 // Standard adapters: lock()/try_lock()/try_lock_for()/try_lock_until()/unlock() as Mutex, so
 // std::unique_lock and std::lock_guard work; holds taken that way belong to the thread.

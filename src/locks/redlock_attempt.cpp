@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "client_core.hpp"
+#include "io/command.hpp"
 
 namespace dlock::detail::scripts {
 extern const Script redlock_acquire;
@@ -123,7 +124,7 @@ void redlock_try(const std::shared_ptr<const RedlockSpec>& spec, std::function<v
   const auto sent = BootClock::now();
   const std::uint64_t hint = spec->max_token->load();
   fan_out(
-      spec->nodes, scripts::redlock_acquire, {spec->key, spec->key + ":fence"},
+      spec->nodes, scripts::redlock_acquire, {spec->key, spec->key + ":fence", spec->key + ":rel"},
       {owner, std::to_string(spec->lease.ttl.count()), std::to_string(hint)},
       [q](const NodeReplies& replies) {
         const std::size_t taken = count(replies, NodeVerdict::taken);
@@ -154,6 +155,12 @@ void redlock_try(const std::shared_ptr<const RedlockSpec>& spec, std::function<v
             const auto v = verdict_of(replies[i]);
             if (v == NodeVerdict::failed && wrong == 0 && replies[i] && !replies[i]->ok()) {
               code = static_cast<errc>(replies[i]->code().value());
+              break;
+            }
+            // An error reply (NOPERM, OOM, a script error) is the server's answer, not a lost
+            // connection: its own code (auth, server...), as for the single-server kinds.
+            if (v == NodeVerdict::failed && wrong == 0 && replies[i] && replies[i]->value().is_error()) {
+              code = static_cast<errc>(classify_error_reply(replies[i]->value()).value());
               break;
             }
             if (v == NodeVerdict::wrong_type) {

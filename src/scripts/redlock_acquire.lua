@@ -3,23 +3,36 @@
 -- parallel and counts the node only when it answered {1, token}.
 -- KEYS[1]  the lock key            P{N}
 -- KEYS[2]  the fencing counter     P{N}:fence   (no TTL, never deleted)
+-- KEYS[3]  the release marker      P{N}:rel
 -- ARGV[1]  owner token
 -- ARGV[2]  lease TTL in milliseconds
 -- ARGV[3]  hint: the highest token this client has seen for the lock (0: none)
 -- Reply:   {1, token}  taken on this node; token is the node's new counter
 --          {0, pttl}   held by another owner here; pttl is its remaining TTL (-1: no expiry)
 --          {-1, type}  the key holds a value of another type
+--          {0, 0}      this owner released here already (its tombstone '-owner'): the cleanup
+--                      of a failed try overtook this acquire on another connection of the
+--                      Client (connections_per_node >= 2); taking the key now would leave it
+--                      held by nobody until its TTL
 local kind = redis.call('TYPE', KEYS[1])['ok']
 if kind ~= 'none' then
   if kind ~= 'string' then return {-1, kind} end
   return {0, redis.call('PTTL', KEYS[1])}
 end
--- A missing counter (a node restarted empty) counts as 0: the hint and the other nodes of the
--- majority carry the order across (see redlock.hpp, "Fencing").
-local counter = tonumber(redis.call('GET', KEYS[2]) or '0') or 0
+if redis.pcall('GET', KEYS[3]) == '-' .. ARGV[1] then return {0, 0} end
+-- A missing counter (a node restarted empty, or failed over to a replica that lacked it) is
+-- seeded from this node's clock in microseconds, as a Mutex's is: a majority that restarted
+-- empty would otherwise count from 0 again, below the tokens resources have stored. Seeded
+-- before the lock is set, so a failure here (an ACL without TIME) leaves no lock.
+if redis.call('EXISTS', KEYS[2]) == 0 then
+  local now = redis.call('TIME')
+  redis.call('SET', KEYS[2], now[1] .. string.format('%06d', tonumber(now[2])))
+end
+-- max(counter, hint) + 1 with Redis's own 64-bit integers: Lua's tostring() of a number this
+-- large writes it as '1.7646123451235e+15', which loses its last digits.
+local counter = tonumber(redis.call('GET', KEYS[2])) or 0
 local hint = tonumber(ARGV[3]) or 0
-if hint > counter then counter = hint end
-counter = counter + 1
-redis.call('SET', KEYS[2], tostring(counter))
+if hint > counter then redis.call('SET', KEYS[2], ARGV[3]) end
+local token = redis.call('INCR', KEYS[2])
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-return {1, counter}
+return {1, token}

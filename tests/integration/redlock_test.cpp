@@ -21,6 +21,8 @@
 #include "support/wait.hpp"
 
 namespace dlock::detail::scripts {
+extern const Script redlock_acquire;
+extern const Script redlock_release;
 extern const Script redlock_renew;
 }  // namespace dlock::detail::scripts
 
@@ -145,6 +147,53 @@ TEST_F(RedlockTest, RenewalSetsAMissingKeyAgainButNeverResurrectsAReleasedOne) {
     EXPECT_EQ(renew_on(i), "0") << "node " << i;  // a renewal that crossed the release
     EXPECT_EQ(get(i, key), "(nil)") << "node " << i;
   }
+}
+
+// The release markers on one node, run as the client runs the scripts.
+//  - A failed try's cleanup that overtook its acquire (another connection of the Client, with
+//    connections_per_node >= 2) leaves a tombstone, and the late acquire does not take the key:
+//    it was held by nobody until its TTL.
+//  - The tombstone never overwrites another owner's marker: that owner's retried release
+//    answered 0 (not ours) instead of 2 (already released).
+//  - A renewal does not set the key again where another owner released it since: this node
+//    did not keep the hold.
+TEST_F(RedlockTest, ReleaseMarkersAndTombstonesOnOneNode) {
+  auto& raw = group.raw(0);
+  const std::string key = key_of("markers");
+  auto release = [&](const std::string& owner) {
+    const auto& s = dlock::detail::scripts::redlock_release;
+    return raw.cmd({"EVAL", s.source, "2", key, key + ":rel", owner, key + ":ch", "30000"});
+  };
+  auto acquire = [&](const std::string& owner) {
+    const auto& s = dlock::detail::scripts::redlock_acquire;
+    return raw.cmd_array({"EVAL", s.source, "3", key, key + ":fence", key + ":rel", owner, "10000", "0"});
+  };
+  auto renew = [&](const std::string& owner) {
+    const auto& s = dlock::detail::scripts::redlock_renew;
+    return raw.cmd({"EVAL", s.source, "3", key, key + ":rel", key + ":fence", owner, "10000", "7"});
+  };
+  // The cleanup first, then the acquire it was meant to undo.
+  EXPECT_EQ(release("owner-a"), "0");
+  EXPECT_EQ(raw.cmd({"GET", key + ":rel"}), "-owner-a");
+  EXPECT_EQ(acquire("owner-a"), (std::vector<std::string>{"0", "0"}));
+  EXPECT_EQ(raw.cmd_int({"EXISTS", key}), 0) << "the overtaken acquire took the key";
+  // Another owner takes and releases it; a tombstone for a third does not replace its marker.
+  EXPECT_EQ(acquire("owner-b").at(0), "1");
+  EXPECT_EQ(release("owner-b"), "1");
+  EXPECT_EQ(release("owner-c"), "0");
+  EXPECT_EQ(raw.cmd({"GET", key + ":rel"}), "owner-b");
+  EXPECT_EQ(release("owner-b"), "2") << "owner-b's retried release";
+  // owner-d's key vanished here and owner-b held and released it since: not set again.
+  EXPECT_EQ(renew("owner-d"), "0");
+  EXPECT_EQ(raw.cmd_int({"EXISTS", key}), 0);
+  // Where only another owner's tombstone is (that owner never held it here), it is; and where
+  // no marker is (a node restarted empty).
+  ASSERT_EQ(raw.cmd({"SET", key + ":rel", "-owner-e"}), "OK");
+  EXPECT_EQ(renew("owner-d"), "3");
+  EXPECT_EQ(raw.cmd({"GET", key}), "owner-d");
+  ASSERT_EQ(raw.cmd_int({"DEL", key, key + ":rel"}), 2);
+  EXPECT_EQ(renew("owner-d"), "3");
+  EXPECT_EQ(raw.cmd({"GET", key}), "owner-d");
 }
 
 TEST_F(RedlockTest, ExtendSetsTheNewTtlOnEveryNode) {
@@ -561,13 +610,14 @@ TEST_F(RedlockTest, FencingTokensIncreaseAcrossHoldersDespiteEmptyRestarts) {
   // Node 0's counter is ahead (it granted holds the others did not see). With nodes 3 and 4
   // down the first majority is 0, 1, 2, and the token the maximum of theirs.
   ASSERT_EQ(group.raw(0).cmd({"SET", key_of("fence") + ":fence", "100"}), "OK");
+  for (std::size_t i : {1, 2}) ASSERT_EQ(group.raw(i).cmd({"SET", key_of("fence") + ":fence", "50"}), "OK");
   group.server(3).kill();
   group.server(4).kill();
   std::uint64_t prev = next_token();
   EXPECT_EQ(prev, 101u);
 
-  // Nodes 3 and 4 come back with no counter, node 0 goes down: only the write-back of 101 to
-  // nodes 1 and 2 carries the order to the next majority (without it: a token of 2).
+  // Nodes 3 and 4 come back with no counter, node 0 goes down: the write-back of 101 to nodes
+  // 1 and 2 carries the order to the next majority (nodes 3 and 4 seed theirs from their clock).
   group.server(3).start();
   group.server(4).start();
   group.server(0).kill();
@@ -593,6 +643,54 @@ TEST_F(RedlockTest, FencingTokensIncreaseAcrossHoldersDespiteEmptyRestarts) {
     EXPECT_GT(t, prev) << "round " << round;
     prev = t;
   }
+}
+
+// Every node restarts empty between two holders: no node carries the order, so each seeds its
+// missing counter from its clock in microseconds, as a Mutex's is. Before, the counters began
+// again at 0 and the next holder got a LOWER token than the last (1 after 1).
+TEST_F(RedlockTest, FencingTokensKeepRisingWhenEveryNodeRestartsEmpty) {
+  Clients c = group.clients(options());
+  dlock::WaitOptions w;
+  w.timeout = scaled(5000ms);
+  auto next_token = [&] {
+    dlock::Redlock holder(pointers(c), "all-empty");  // fresh: no hint from earlier holds
+    dlock::Result<dlock::Lease> l = holder.acquire(w);
+    if (!l.ok()) {
+      ADD_FAILURE() << l.error().what();
+      return std::uint64_t{0};
+    }
+    EXPECT_TRUE(l->release().ok());
+    return l->token().value;
+  };
+  const std::uint64_t first = next_token();
+  const std::uint64_t second = next_token();
+  EXPECT_GT(second, first);
+  // Counters are exact integers, not Lua's rounded doubles (a 16-digit token that went through
+  // tostring() came back as '1.7646123451235e+15').
+  for (std::size_t i = 0; i < N; ++i) {
+    const std::string counter = group.raw(i).cmd({"GET", key_of("all-empty") + ":fence"});
+    EXPECT_EQ(counter.find_first_not_of("0123456789"), std::string::npos) << "node " << i << ": " << counter;
+  }
+  for (std::size_t i = 0; i < N; ++i) group.restart_empty(i);
+  for (std::size_t i = 0; i < N; ++i) ASSERT_TRUE(c[i]->ping(scaled(5000ms)).ok()) << "node " << i;
+  const std::uint64_t after = next_token();
+  EXPECT_GT(after, second) << "every node restarted empty and the token went down";
+}
+
+// A majority answering with an error reply (here OOM: maxmemory reached under noeviction) is
+// the servers' answer, reported with its own code; it was reported as errc::connection.
+TEST_F(RedlockTest, ErrorRepliesOfAMajorityKeepTheirCode) {
+  Clients c = group.clients(options());
+  for (std::size_t i : {0, 1, 2}) {
+    ASSERT_EQ(group.raw(i).cmd({"CONFIG", "SET", "maxmemory-policy", "noeviction"}), "OK");
+    ASSERT_EQ(group.raw(i).cmd({"CONFIG", "SET", "maxmemory", "1"}), "OK");
+  }
+  dlock::Redlock lock(pointers(c), "oom");
+  dlock::Result<dlock::Lease> r = lock.acquire(no_wait());
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.code(), make_error_code(dlock::errc::server)) << r.error().what();
+  EXPECT_NE(r.error().what().find("OOM"), std::string::npos) << r.error().what();
+  for (std::size_t i : {0, 1, 2}) ASSERT_EQ(group.raw(i).cmd({"CONFIG", "SET", "maxmemory", "0"}), "OK");
 }
 
 TEST_F(RedlockTest, LossReportedWhenAMajorityIsTakenOver) {
