@@ -43,9 +43,12 @@ class Client {
 
   // ~Client()
   //
-  // Releases the leases this Client still holds (best effort, bounded by
-  // ClientOptions::shutdown_timeout), fails pending operations with errc::shutdown, and joins
-  // the event-loop thread. Lock objects that outlive the Client fail with errc::shutdown.
+  // Fails pending waits with errc::shutdown, each leaving its place in Redis (a FairLock queue
+  // entry, a Mutex waiters' roll entry) so that no release hands a lock to it; then releases
+  // the leases this Client still holds; both best effort, bounded by
+  // ClientOptions::shutdown_timeout. Then fails whatever is still pending with errc::shutdown
+  // and joins the event-loop thread. Lock objects that outlive the Client fail with
+  // errc::shutdown.
   ~Client();
 
   Client(const Client&) = delete;
