@@ -3,7 +3,9 @@
 #include <unistd.h>
 
 #include <array>
+#include <functional>
 #include <future>
+#include <utility>
 
 #include <openssl/evp.h>
 
@@ -461,6 +463,7 @@ void ClientCore::on_error_reply(Connection&, const Reply& reply) {
 
 void ClientCore::close_all() {
   const Error why(errc::shutdown, "client is shut down");
+  if (drain_timer_) drain_timer_->cancel();
   fail_waiters(why);
   if (cluster_) cluster_->close(why);
   if (sentinel_) sentinel_->close(why);
@@ -518,7 +521,22 @@ void ClientCore::shutdown() {
   auto released = std::make_shared<std::promise<void>>();
   auto done = released->get_future();
   asio::post(io_, [this, released] {
-    fail_waiters(Error(errc::shutdown, "client is shut down"), [this, released] { release_held(released); });
+    // The releases go out once every wait has cleaned up, or after half the shutdown's time
+    // at the latest: a cleanup stuck on one node (a paused Cluster primary) must not keep the
+    // leases on the others from being released before the connections close.
+    auto release_once = std::make_shared<std::function<void()>>([this, released] { release_held(released); });
+    auto fire = [release_once] {
+      if (*release_once) std::exchange(*release_once, {})();
+    };
+    drain_timer_ = std::make_unique<BootTimer>(io_);
+    drain_timer_->expires_after(options_.shutdown_timeout / 2);
+    drain_timer_->async_wait([fire](std::error_code ec) {
+      if (!ec) fire();
+    });
+    fail_waiters(Error(errc::shutdown, "client is shut down"), [this, fire] {
+      drain_timer_->cancel();
+      fire();
+    });
   });
   (void)done.wait_for(options_.shutdown_timeout);
   // 2. Fail everything still pending and let the loop run out of work, so no caller is left

@@ -199,6 +199,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore>, public Conne
   };
   std::unordered_map<std::string, Lingering> lingering_;  // see linger_wait_queue()
   std::unique_ptr<BootTimer> linger_timer_;                // one for all of them, made on first use
+  std::unique_ptr<BootTimer> drain_timer_;                 // shutdown: bounds the waits' cleanup
   bool linger_armed_ = false;
   void arm_linger(BootClock::time_point at);
   std::unordered_map<std::string, BootClock::time_point> courtesy_;  // see note_release()

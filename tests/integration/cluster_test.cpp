@@ -381,5 +381,54 @@ TEST(ClusterFailoverTest, PrimaryKilledWhileLocksAreHeld) {
   for (auto& lease : leases) (void)lease.release();
 }
 
+// ~Client first lets its waits leave their queues, then releases its leases; a wait whose
+// cleanup is stuck on a paused primary (its dequeue unanswered until the command timeout, 3 s,
+// beyond the shutdown's 2 s) must not keep the leases on the other primaries from being
+// released: they go out after half the shutdown's time at the latest. Waiting for every
+// cleanup first sent them only once the connections had closed, and the key sat out its TTL.
+TEST(ClusterShutdownTest, ACleanupStuckOnAPausedPrimaryDoesNotHoldBackTheOtherReleases) {
+  RedisCluster cluster(3, 0);  // no replicas: a paused primary is not failed over
+  for (std::size_t i = 0; i < cluster.size(); ++i) {
+    // The other primaries keep serving their slots while one is paused.
+    RawConnection c(cluster.node(i));
+    ASSERT_EQ(c.cmd({"CONFIG", "SET", "cluster-require-full-coverage", "no"}), "OK");
+  }
+  const std::string waited = "stuck-wait";
+  const std::size_t paused = cluster.owner_of_key(key_of(waited));
+  std::string held;
+  for (int i = 0; held.empty() && i < 500; ++i) {
+    std::string n = "released-" + std::to_string(i);
+    if (cluster.owner_of_key(key_of(n)) != paused) held = n;
+  }
+  ASSERT_FALSE(held.empty());
+  RawConnection on_held(cluster.node(cluster.owner_of_key(key_of(held))));
+  RawConnection on_paused(cluster.node(paused));
+
+  Client other(cluster.url());
+  FairLock fair_holder(other, waited);
+  auto fair_held = fair_holder.acquire(no_wait());
+  ASSERT_TRUE(fair_held.ok()) << fair_held.error().what();
+  auto going = std::make_unique<Client>(cluster.url());
+  Mutex m(*going, held);
+  auto lease = m.acquire(no_wait());
+  ASSERT_TRUE(lease.ok()) << lease.error().what();
+  auto waiter = std::make_shared<FairLock>(*going, waited);
+  auto waiting = std::async(std::launch::async, [waiter] { return waiter->acquire(WaitOptions{60s, 10s}); });
+  ASSERT_TRUE(eventually([&] { return on_paused.cmd_int({"LLEN", key_of(waited) + ":queue"}) == 1; }, 5s));
+
+  cluster.node(paused).pause();
+  struct Resume {
+    RedisServer& s;
+    ~Resume() { s.resume(); }
+  } resume{cluster.node(paused)};
+  const auto t0 = std::chrono::steady_clock::now();
+  going.reset();
+  EXPECT_LT(ms_since(t0), 4500ms);
+  EXPECT_EQ(on_held.cmd({"GET", key_of(held)}), "(nil)") << "the lease on the other primary was not released";
+  ASSERT_EQ(waiting.wait_for(5s), std::future_status::ready);
+  EXPECT_EQ(waiting.get().code(), make_error_code(errc::shutdown));
+}
+
 }  // namespace
 }  // namespace dlock::test
+
