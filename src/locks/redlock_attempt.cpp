@@ -4,6 +4,7 @@
 
 #include "client_core.hpp"
 #include "io/command.hpp"
+#include "locks/redlock_answers.hpp"
 
 namespace dlock::detail::scripts {
 extern const Script redlock_acquire;
@@ -45,7 +46,8 @@ std::string what(const RedlockSpec& spec) {
 
 // After a majority took the key: write the token back, then check the validity left.
 void write_back(const std::shared_ptr<const RedlockSpec>& spec, std::string owner, std::uint64_t token,
-                BootClock::time_point sent, std::function<void(RedlockTry)> report) {
+                BootClock::time_point sent, std::shared_ptr<AcquireAnswers> answers,
+                std::function<void(RedlockTry)> report) {
   const std::size_t q = spec->nodes.quorum();
   auto confirmed = [](const NodeReplies& replies) {
     return static_cast<std::size_t>(std::count_if(replies.begin(), replies.end(), [](const auto& r) {
@@ -58,19 +60,20 @@ void write_back(const std::shared_ptr<const RedlockSpec>& spec, std::string owne
         const auto pending = std::count_if(replies.begin(), replies.end(), [](const auto& r) { return !r; });
         return confirmed(replies) >= q || confirmed(replies) + static_cast<std::size_t>(pending) < q;
       },
-      [spec, owner = std::move(owner), token, sent, q, confirmed, report = std::move(report)](NodeReplies replies) {
+      [spec, owner = std::move(owner), token, sent, q, confirmed, answers = std::move(answers),
+       report = std::move(report)](NodeReplies replies) {
         RedlockTry t;
         const LeaseTiming timing = LeaseTiming::from(spec->lease);
         const auto now = BootClock::now();
         if (confirmed(replies) < q) {
-          redlock_release_everywhere(*spec, owner);
+          answers->release();
           t.error = Error(errc::connection, "acquiring " + what(*spec) + ": the fencing token reached fewer than " +
                                                 std::to_string(q) + " nodes (" + describe_failures(spec->nodes, replies) +
                                                 ")");
           return report(std::move(t));
         }
         if (now >= timing.validity_from(sent)) {
-          redlock_release_everywhere(*spec, owner);
+          answers->release();
           const auto took = std::chrono::duration_cast<milliseconds>(now - sent);
           t.error = Error(errc::timeout, "acquiring " + what(*spec) + " took " + std::to_string(took.count()) +
                                              " ms: no validity left of a " + std::to_string(spec->lease.ttl.count()) +
@@ -81,7 +84,7 @@ void write_back(const std::shared_ptr<const RedlockSpec>& spec, std::string owne
         auto rec = std::make_shared<LeaseRecord>(home, spec->name, owner, FencingToken{token},
                                                  redlock_hold(*spec, token), spec->lease, sent);
         if (home->is_shut_down()) {
-          redlock_release_everywhere(*spec, owner);
+          answers->release();
           t.error = Error(errc::shutdown, "client is shut down");
           return report(std::move(t));
         }
@@ -111,11 +114,6 @@ std::shared_ptr<const HoldScripts> redlock_hold(const RedlockSpec& spec, std::ui
   return h;
 }
 
-void redlock_release_everywhere(const RedlockSpec& spec, const std::string& owner) {
-  fan_out(spec.nodes, scripts::redlock_release, {spec.key, spec.key + ":rel"},
-          {owner, spec.key + ":ch", std::to_string(release_marker_ttl.count())},
-          [](const NodeReplies&) { return false; }, [](NodeReplies) {}, Resend::while_unknown);
-}
 
 void redlock_try(const std::shared_ptr<const RedlockSpec>& spec, std::function<void(RedlockTry)> report) {
   const std::size_t n = spec->nodes.size();
@@ -123,6 +121,13 @@ void redlock_try(const std::shared_ptr<const RedlockSpec>& spec, std::function<v
   std::string owner = spec->nodes.cores.front()->new_owner_token();
   const auto sent = BootClock::now();
   const std::uint64_t hint = spec->max_token->load();
+  // The try's cleanup, should it fail: on each node once that node's acquire was answered.
+  auto answers = std::make_shared<AcquireAnswers>(n, [spec, owner](std::size_t i) {
+    const RedlockNodes node{{spec->nodes.cores[i]}};
+    fan_out(node, scripts::redlock_release, {spec->key, spec->key + ":rel"},
+            {owner, spec->key + ":ch", std::to_string(release_marker_ttl.count())},
+            [](const NodeReplies&) { return false; }, [](NodeReplies) {}, Resend::while_unknown);
+  });
   fan_out(
       spec->nodes, scripts::redlock_acquire, {spec->key, spec->key + ":fence", spec->key + ":rel"},
       {owner, std::to_string(spec->lease.ttl.count()), std::to_string(hint)},
@@ -130,7 +135,7 @@ void redlock_try(const std::shared_ptr<const RedlockSpec>& spec, std::function<v
         const std::size_t taken = count(replies, NodeVerdict::taken);
         return taken >= q || taken + count(replies, NodeVerdict::pending) < q;
       },
-      [spec, owner, sent, n, q, report = std::move(report)](NodeReplies replies) mutable {
+      [spec, owner, sent, n, q, answers, report = std::move(report)](NodeReplies replies) mutable {
         if (count(replies, NodeVerdict::taken) >= q) {
           // The token: the maximum over the nodes that granted the lock.
           std::uint64_t token = 0;
@@ -140,11 +145,11 @@ void redlock_try(const std::shared_ptr<const RedlockSpec>& spec, std::function<v
           std::uint64_t seen = spec->max_token->load();
           while (seen < token && !spec->max_token->compare_exchange_weak(seen, token)) {
           }
-          return write_back(spec, std::move(owner), token, sent, std::move(report));
+          return write_back(spec, std::move(owner), token, sent, std::move(answers), std::move(report));
         }
-        // No majority: undo what this try took, everywhere at once (nodes that have not
-        // answered yet included: the release queues behind the acquire on their connection).
-        redlock_release_everywhere(*spec, owner);
+        // No majority: undo what this try took, everywhere (a node that has not answered yet
+        // as soon as it does: AcquireAnswers).
+        answers->release();
         RedlockTry t;
         const std::size_t failed = count(replies, NodeVerdict::failed);
         const std::size_t wrong = count(replies, NodeVerdict::wrong_type);
@@ -182,7 +187,8 @@ void redlock_try(const std::shared_ptr<const RedlockSpec>& spec, std::function<v
         // Taken on some nodes but not a majority: a split vote with another contender.
         t.split = count(replies, NodeVerdict::taken) > 0;
         report(std::move(t));
-      });
+      },
+      Resend::no, [answers](std::size_t i) { answers->answered(i); });
 }
 
 }  // namespace dlock::detail

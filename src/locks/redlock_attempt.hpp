@@ -1,5 +1,7 @@
 // One Redlock try: acquire on every node in parallel, pick the token, write it back, and
-// either hand out a LeaseRecord or release the owner token everywhere.
+// either hand out a LeaseRecord or release the owner token everywhere (on each node once its
+// acquire was answered: redlock_answers.hpp; a node whose outcome is unknown gets the release
+// again once it is back, Resend::while_unknown).
 #pragma once
 
 #include <atomic>
@@ -37,10 +39,6 @@ struct RedlockTry {
 
 // Any thread. `report` runs once, on some Client's loop thread.
 void redlock_try(const std::shared_ptr<const RedlockSpec>& spec, std::function<void(RedlockTry)> report);
-
-// Releases `owner` on every node (fire and forget): a failed try, or an unwanted success. A
-// node whose outcome is unknown gets the release again once it is back (Resend::while_unknown).
-void redlock_release_everywhere(const RedlockSpec& spec, const std::string& owner);
 
 // The hold scripts of a Redlock lease with token `token` (renew and release run on every node).
 std::shared_ptr<const HoldScripts> redlock_hold(const RedlockSpec& spec, std::uint64_t token);

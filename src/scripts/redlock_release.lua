@@ -23,8 +23,7 @@ if marker == ARGV[1] then return 2 end
 -- but enough for redlock_renew.lua not to resurrect the key, and for redlock_acquire.lua not
 -- to take it should this owner's acquire still come (it was overtaken by this cleanup). It
 -- replaces only another tombstone: another owner's release marker stays, or that owner's
--- retried release would answer 0, not 2 (and redlock_renew.lua sets no key again where
--- another owner released it).
+-- retried release would answer 0, not 2.
 if cur == false and (marker == false or (type(marker) == 'string' and string.sub(marker, 1, 1) == '-')) then
   redis.call('SET', KEYS[2], '-' .. ARGV[1], 'PX', ARGV[3])
 end

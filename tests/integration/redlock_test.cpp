@@ -155,8 +155,8 @@ TEST_F(RedlockTest, RenewalSetsAMissingKeyAgainButNeverResurrectsAReleasedOne) {
 //    it was held by nobody until its TTL.
 //  - The tombstone never overwrites another owner's marker: that owner's retried release
 //    answered 0 (not ours) instead of 2 (already released).
-//  - A renewal does not set the key again where another owner released it since: this node
-//    did not keep the hold.
+//  - A renewal does not set the key again where the key was taken since (the node's counter
+//    passed the hold's token): this node did not keep the hold.
 TEST_F(RedlockTest, ReleaseMarkersAndTombstonesOnOneNode) {
   auto& raw = group.raw(0);
   const std::string key = key_of("markers");
@@ -183,17 +183,19 @@ TEST_F(RedlockTest, ReleaseMarkersAndTombstonesOnOneNode) {
   EXPECT_EQ(release("owner-c"), "0");
   EXPECT_EQ(raw.cmd({"GET", key + ":rel"}), "owner-b");
   EXPECT_EQ(release("owner-b"), "2") << "owner-b's retried release";
-  // owner-d's key vanished here and owner-b held and released it since: not set again.
+  // owner-d (token 7) lost its key here, and owner-b took it since (the counter passed 7):
+  // not set again.
   EXPECT_EQ(renew("owner-d"), "0");
   EXPECT_EQ(raw.cmd_int({"EXISTS", key}), 0);
-  // Where only another owner's tombstone is (that owner never held it here), it is; and where
-  // no marker is (a node restarted empty).
-  ASSERT_EQ(raw.cmd({"SET", key + ":rel", "-owner-e"}), "OK");
+  // Where the counter is still at the hold's token (owner-b's release came before this hold),
+  // it is; and where nothing is left (a node restarted empty), the counter learns the token.
+  ASSERT_EQ(raw.cmd({"SET", key + ":fence", "7"}), "OK");
   EXPECT_EQ(renew("owner-d"), "3");
   EXPECT_EQ(raw.cmd({"GET", key}), "owner-d");
-  ASSERT_EQ(raw.cmd_int({"DEL", key, key + ":rel"}), 2);
+  ASSERT_EQ(raw.cmd_int({"DEL", key, key + ":rel", key + ":fence"}), 3);
   EXPECT_EQ(renew("owner-d"), "3");
   EXPECT_EQ(raw.cmd({"GET", key}), "owner-d");
+  EXPECT_EQ(raw.cmd({"GET", key + ":fence"}), "7");
 }
 
 TEST_F(RedlockTest, ExtendSetsTheNewTtlOnEveryNode) {
@@ -616,12 +618,19 @@ TEST_F(RedlockTest, FencingTokensIncreaseAcrossHoldersDespiteEmptyRestarts) {
   std::uint64_t prev = next_token();
   EXPECT_EQ(prev, 101u);
 
-  // Nodes 3 and 4 come back with no counter, node 0 goes down: the write-back of 101 to nodes
-  // 1 and 2 carries the order to the next majority (nodes 3 and 4 seed theirs from their clock).
+  // Nodes 3 and 4 come back with low counters, node 0 goes down: only the write-back of 101 to
+  // nodes 1 and 2 carries the order to the next majority (without it: a token of 51). Each
+  // node that comes back gets a low counter here: an empty one would seed its counter from
+  // its clock, which would carry the order by itself and hide a broken write-back.
   group.server(3).start();
   group.server(4).start();
   group.server(0).kill();
   ASSERT_TRUE(reconnected());
+  auto low_counter = [&](std::size_t i) {
+    ASSERT_EQ(group.raw(i).cmd({"SET", key_of("fence") + ":fence", "1"}), "OK") << "node " << i;
+  };
+  low_counter(3);
+  low_counter(4);
   std::uint64_t t = next_token();
   EXPECT_GT(t, prev);
   prev = t;
@@ -631,6 +640,8 @@ TEST_F(RedlockTest, FencingTokensIncreaseAcrossHoldersDespiteEmptyRestarts) {
   group.restart_empty(0);
   group.restart_empty(1);
   ASSERT_TRUE(reconnected());
+  low_counter(0);
+  low_counter(1);
   t = next_token();
   EXPECT_GT(t, prev);
   prev = t;
@@ -639,6 +650,7 @@ TEST_F(RedlockTest, FencingTokensIncreaseAcrossHoldersDespiteEmptyRestarts) {
   for (std::size_t round = 0; round < N; ++round) {
     group.restart_empty(round);
     ASSERT_TRUE(reconnected());
+    low_counter(round);
     t = next_token();
     EXPECT_GT(t, prev) << "round " << round;
     prev = t;
@@ -681,6 +693,12 @@ TEST_F(RedlockTest, FencingTokensKeepRisingWhenEveryNodeRestartsEmpty) {
 // the servers' answer, reported with its own code; it was reported as errc::connection.
 TEST_F(RedlockTest, ErrorRepliesOfAMajorityKeepTheirCode) {
   Clients c = group.clients(options());
+  struct Restore {
+    dlock::test::ServerGroup& g;
+    ~Restore() {
+      for (std::size_t i : {0, 1, 2}) g.raw(i).cmd({"CONFIG", "SET", "maxmemory", "0"});
+    }
+  } restore{group};
   for (std::size_t i : {0, 1, 2}) {
     ASSERT_EQ(group.raw(i).cmd({"CONFIG", "SET", "maxmemory-policy", "noeviction"}), "OK");
     ASSERT_EQ(group.raw(i).cmd({"CONFIG", "SET", "maxmemory", "1"}), "OK");
@@ -690,7 +708,6 @@ TEST_F(RedlockTest, ErrorRepliesOfAMajorityKeepTheirCode) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.code(), make_error_code(dlock::errc::server)) << r.error().what();
   EXPECT_NE(r.error().what().find("OOM"), std::string::npos) << r.error().what();
-  for (std::size_t i : {0, 1, 2}) ASSERT_EQ(group.raw(i).cmd({"CONFIG", "SET", "maxmemory", "0"}), "OK");
 }
 
 TEST_F(RedlockTest, LossReportedWhenAMajorityIsTakenOver) {
