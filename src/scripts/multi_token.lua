@@ -5,6 +5,10 @@
 -- KEYS[1]  the lock key            P{N}
 -- KEYS[2]  the fencing counter     P{N}:fence
 -- ARGV[1]  owner token
--- Reply:   the counter (its decimal text), or nil when the key is not this owner's
+-- Reply:   the counter (its decimal text), or nil when the key is not this owner's; an error
+--          when the key is ours but the counter is gone (deleted by hand, or lost with data
+--          the key survived): the hold's token can no longer be read
 if redis.pcall('GET', KEYS[1]) ~= ARGV[1] then return false end
-return redis.call('GET', KEYS[2])
+local counter = redis.call('GET', KEYS[2])
+if not counter then return redis.error_reply('the fencing counter ' .. KEYS[2] .. ' is missing') end
+return counter

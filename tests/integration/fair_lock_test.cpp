@@ -1009,16 +1009,17 @@ TEST_F(FairLockTest, DestroyingClientFailsPendingAcquireWithShutdown) {
 // The waiter behind the head is told the holder's TTL. Here the head gives up while a holder
 // that will never release (a crashed one: its key just expires) keeps the lock: the waiter
 // now heads the queue of a lock that becomes free without a word. It used to sleep until its
-// next refresh (waiter_ttl / 3 = 5 s here); now it tries when the holder's TTL ends.
+// next refresh (waiter_ttl / 3 = 10 s here); now it tries when the holder's TTL ends.
 TEST_F(FairLockTest, NextWaiterTriesWhenTheHolderExpiresAfterTheHeadLeft) {
   const std::string name = "position-one";
-  ASSERT_EQ(raw->cmd({"SET", key_of(name), "crashed-holder", "PX", "1200"}), "OK");
+  const milliseconds holder_ttl = 2000ms;
+  ASSERT_EQ(raw->cmd({"SET", key_of(name), "crashed-holder", "PX", std::to_string(holder_ttl.count())}), "OK");
   const auto set_at = SteadyClock::now();
   dlock::Client other(server->url());
   dlock::FairLock head(other, name);
-  auto head_wait = std::async(std::launch::async, [&] { return head.acquire(dlock::WaitOptions{400ms, 10000ms}); });
+  auto head_wait = std::async(std::launch::async, [&] { return head.acquire(dlock::WaitOptions{800ms, 10000ms}); });
   ASSERT_TRUE(queue_reaches(name, 1));
-  dlock::FairLock behind(*client, name, {}, waiter_ttl(15000ms));
+  dlock::FairLock behind(*client, name, {}, waiter_ttl(30000ms));
   auto behind_wait = std::async(std::launch::async, [&] { return behind.acquire(notified(20s)); });
   ASSERT_TRUE(queue_reaches(name, 2));
   auto head_result = head_wait.get();
@@ -1028,7 +1029,7 @@ TEST_F(FairLockTest, NextWaiterTriesWhenTheHolderExpiresAfterTheHeadLeft) {
       << "the waiter slept through the free lock";
   auto lease = behind_wait.get();
   ASSERT_TRUE(lease.ok()) << lease.error().what();
-  EXPECT_LT(ms_since(set_at), 1200ms + scaled(1300ms));
+  EXPECT_LT(ms_since(set_at), holder_ttl + scaled(1500ms));
   EXPECT_TRUE(lease->release().ok());
 }
 

@@ -1050,8 +1050,8 @@ TEST_F(MutexTest, ExtendMovesTheEndOfAFixedTtlLease) {
 }
 
 // extend() to a TTL shorter than the lease's first one: the default drift allowance is the new
-// TTL's (500 ms / 100 + 2 ms), not the old one's (302 ms of 30 s), which left a 300 ms lease
-// almost no validity and one of 250 ms none: lost at once.
+// TTL's (600 ms / 100 + 2 ms = 8 ms), not the old one's (302 ms of 30 s), which left a 600 ms
+// lease half its validity and one of 300 ms none: lost at once.
 TEST_F(MutexTest, ExtendToAShorterTtlTakesThatTtlsDriftAllowance) {
   LossProbe probe;
   auto opts = watchdog(30s);
@@ -1060,16 +1060,16 @@ TEST_F(MutexTest, ExtendToAShorterTtlTakesThatTtlsDriftAllowance) {
   auto lease = m.acquire(no_wait());
   ASSERT_TRUE(lease.ok()) << lease.error().what();
   const auto t0 = SteadyClock::now();
-  auto ext = lease->extend(300ms);
+  auto ext = lease->extend(600ms);
   ASSERT_TRUE(ext.ok()) << ext.error().what();
   const milliseconds left = lease->remaining();
-  EXPECT_GT(left, 300ms - 5ms - ms_since(t0) - 2ms) << "validity after extend(300ms): " << left.count() << " ms";
-  EXPECT_LE(left, 300ms);
-  // Renewed with the new TTL from now on: still held well past it.
-  std::this_thread::sleep_for(700ms);
+  EXPECT_GT(left, 600ms - 8ms - ms_since(t0) - 2ms) << "validity after extend(600ms): " << left.count() << " ms";
+  EXPECT_LE(left, 600ms);
+  // Renewed with the new TTL from now on (every 200 ms): still held past it.
+  std::this_thread::sleep_for(900ms);
   EXPECT_TRUE(lease->held());
   EXPECT_EQ(probe.calls.load(), 0);
-  EXPECT_LE(raw->cmd_int({"PTTL", m.key()}), 300);
+  EXPECT_LE(raw->cmd_int({"PTTL", m.key()}), 600);
   EXPECT_TRUE(lease->release().ok());
 }
 
