@@ -1154,7 +1154,11 @@ TEST(ClientConcurrency, SixteenThreadsShareAFewConnections) { hammer_and_count(3
 // command gets its own reply, in order.
 void big_write_with_others(const RedisServerOptions& so, bool unix_socket) {
   RedisServer server(so);
-  Client c(unix_socket ? "unix://" + server.unix_path() : server.url());
+  // What is tested is that the bytes arrive whole, not how fast: 24 MB each way took more
+  // than the default 3 s command timeout under ThreadSanitizer on a busy 2-core machine.
+  dlock::ClientOptions options;
+  options.command_timeout = 30000ms;
+  Client c(unix_socket ? "unix://" + server.unix_path() : server.url(), options);
   ASSERT_TRUE(c.ping(3000ms).ok());
   std::string big(24u << 20, '\0');
   for (std::size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>('a' + (i * 7919) % 26);
