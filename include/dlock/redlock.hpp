@@ -35,9 +35,8 @@
 // no timer or thread per lock); each renewal goes to every node in parallel, in the same
 // pipelined writes as that node's other renewals. On each node it extends the key where this
 // owner holds it, and sets it again (NX) where the key is gone (a node restarted empty or
-// reachable again), unless this owner released it there or the node's fencing counter passed
-// the hold's token (the key was taken there meanwhile: "not ours"); it never overwrites
-// another owner's key. The renewal succeeds when a
+// reachable again) unless this owner released it there; it never overwrites another owner's
+// key. The renewal succeeds when a
 // majority answered; on_lost(taken) runs when so many nodes hold another owner's key that no
 // majority is left; on_lost(expired) when no majority could be renewed before the validity
 // ran out. extend() and release() likewise act on every node and need a majority.

@@ -6,8 +6,7 @@
 -- ARGV[1]  owner token
 -- ARGV[2]  new TTL in milliseconds
 -- ARGV[3]  the hold's fencing token
--- Reply:   1  renewed;  3  the key was missing and is set again;  0  held by another owner,
---          released by this owner here, or taken here since (the counter passed the token)
+-- Reply:   1  renewed;  3  the key was missing and is set again;  0  held by another owner
 local cur = redis.pcall('GET', KEYS[1])
 if cur == ARGV[1] then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
@@ -19,12 +18,8 @@ if cur ~= false then return 0 end
 -- on the wire would otherwise resurrect it here.
 local marker = redis.pcall('GET', KEYS[2])
 if marker == ARGV[1] or marker == '-' .. ARGV[1] then return 0 end
--- Nor where the node's counter has passed this hold's token: every acquisition raises it, and
--- the hold's write-back left it at the token at most, so the key was taken here since (or
--- granted to tries this hold never saw): this node did not keep the hold.
-local counter = tonumber(redis.call('GET', KEYS[3]) or '0') or 0
-if counter > tonumber(ARGV[3]) then return 0 end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 -- The node may have lost its counter with the rest of its data: teach it this hold's token.
+local counter = tonumber(redis.call('GET', KEYS[3]) or '0') or 0
 if tonumber(ARGV[3]) > counter then redis.call('SET', KEYS[3], ARGV[3]) end
 return 3
