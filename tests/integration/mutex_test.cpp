@@ -304,6 +304,9 @@ TEST_F(MutexTest, LeasesOfOneMutexShareItsScriptsButKeepTheirOwnHolds) {
   // A loss of b's key reaches b's lease only, once.
   raw->cmd({"DEL", b.key()});
   EXPECT_TRUE(eventually([&] { return other->lost(); }, 2s));
+  // The lease reads as lost a moment before its on_lost has run (on the loop thread): wait for
+  // the call (under TSan the check came in between).
+  EXPECT_TRUE(eventually([&] { return probe_b.calls.load() >= 1; }, 2s));
   EXPECT_EQ(probe_b.calls.load(), 1);
   EXPECT_EQ(probe_a.calls.load(), 0);
   EXPECT_TRUE(second->held());
