@@ -114,7 +114,6 @@ std::shared_ptr<const HoldScripts> redlock_hold(const RedlockSpec& spec, std::ui
   return h;
 }
 
-
 void redlock_try(const std::shared_ptr<const RedlockSpec>& spec, std::function<void(RedlockTry)> report) {
   const std::size_t n = spec->nodes.size();
   const std::size_t q = spec->nodes.quorum();
