@@ -63,7 +63,10 @@ class Lease {
   // Sets the key's TTL to `ttl` from now if this owner still holds it; the watchdog then uses
   // `ttl` for later renewals. Blocks for one round trip; after a connection error or a timeout
   // it is sent again, as release() is. Errors: not_owner (the lease is lost; on_lost runs),
-  // connection, timeout, invalid_argument (ttl <= 0).
+  // connection, timeout, invalid_argument (ttl <= 0, or a ttl that leaves no validity after
+  // the lease's drift allowance or none to renew in: refused before anything is sent, so the
+  // key and the lease stay as they were). The drift allowance after extend() is the one chosen
+  // in LeaseOptions, or else the new TTL's default (ttl / 100 + 2 ms).
   Result<void> extend(milliseconds ttl);
 
   // release()

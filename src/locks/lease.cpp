@@ -119,6 +119,11 @@ Result<void> extend_record(const std::shared_ptr<LeaseRecord>& rec, milliseconds
   if (rec->state() != LeaseRecord::State::held) {
     return Error(errc::not_owner, describe(*rec) + " is no longer held by this lease");
   }
+  // Refused before anything is sent: a TTL that leaves no validity after the drift allowance
+  // (or none to renew in) would be lost the moment it was set.
+  if (auto ok = detail::validate_lease(rec->policy.extended_to(ttl)); !ok) {
+    return Error(errc::invalid_argument, "extend(" + std::to_string(ttl.count()) + " ms): " + ok.error().what());
+  }
   const std::vector<std::string> args = rec->renew_args(ttl);
   const auto sent = BootClock::now();
   // Set on the loop thread when a watchdog renewal was sent while the extension was in flight:

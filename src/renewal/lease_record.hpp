@@ -226,7 +226,7 @@ class LeaseRecord final : public Notifier::Listener, public std::enable_shared_f
     return false;
   }
 
-  // --- loop thread only (RenewalScheduler) ---
+  // --- loop thread only (RenewalScheduler), except policy.extended_to() (any thread) ---
   RenewalPolicy policy;
   RenewalState renewal;  // mirrored into valid_until() for other threads
   // Loop thread, while `listening`: a revocation was announced; the scheduler checks the key

@@ -50,6 +50,27 @@ class RenewalPolicy {
   const LeaseTiming& timing() const noexcept { return timing_; }
   LeaseMode mode() const noexcept { return mode_; }
 
+  // The options a lease runs on after extend(ttl): the new TTL, with the renewal interval and
+  // at-risk margin it implies, and the drift allowance derived from it unless the caller chose
+  // one (a 100 ms extension of a 30 s lease would otherwise keep 302 ms and be lost at once).
+  // Any thread: it reads only the mode and the drift option, which retime() never writes.
+  LeaseOptions extended_to(milliseconds ttl) const {
+    LeaseOptions o;
+    o.ttl = ttl;
+    o.mode = mode_;
+    o.drift_allowance = timing_.drift_option;
+    return o;
+  }
+  // Loop thread: the lease now runs on `ttl` (extend()). Field by field, leaving the mode and
+  // the drift option alone, so that a caller thread may read those meanwhile (extended_to).
+  void retime(milliseconds ttl) {
+    const LeaseTiming t = LeaseTiming::from(extended_to(ttl));
+    timing_.ttl = t.ttl;
+    timing_.renew_interval = t.renew_interval;
+    timing_.at_risk_margin = t.at_risk_margin;
+    timing_.drift = t.drift;
+  }
+
   // `now` is when the lease reaches the scheduler, which may be long after its acquire was sent
   // (a WAIT for replicas, a slow reply): the first renewal is due one renew_interval after the
   // *send*, as after a renewal, and at once if that has passed. Counting from `now` instead let a

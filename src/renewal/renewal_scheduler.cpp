@@ -149,13 +149,7 @@ void RenewalScheduler::renew(const std::shared_ptr<LeaseRecord>& rec, time_point
 }
 
 void RenewalScheduler::extended(const std::shared_ptr<LeaseRecord>& rec, milliseconds ttl, time_point sent_at) {
-  LeaseOptions o;
-  o.ttl = ttl;
-  o.mode = rec->policy.mode();
-  // The default allowance is the new TTL's (a 100 ms extension of a 30 s lease kept 302 ms and
-  // was lost at once); one the caller chose stays.
-  o.drift_allowance = rec->policy.timing().drift_option;
-  rec->policy = RenewalPolicy(LeaseTiming::from(o), o.mode);
+  rec->policy.retime(ttl);
   rec->renewal.valid_until = rec->policy.timing().validity_from(sent_at);
   rec->renewal.at_risk_reported = false;
   rec->set_valid_until(rec->renewal.valid_until);

@@ -1076,6 +1076,40 @@ TEST_F(MutexTest, ExtendToAShorterTtlTakesThatTtlsDriftAllowance) {
   EXPECT_TRUE(lease->release().ok());
 }
 
+// extend() to a TTL that leaves no validity after the drift allowance is refused before it is
+// sent: the key keeps its TTL and the lease stays held. Before, the server took the new TTL and
+// the lease was lost the moment the reply came (a chosen allowance of 500 ms, extend(400ms)).
+TEST_F(MutexTest, ExtendThatWouldLeaveNoValidityIsRefusedAndChangesNothing) {
+  LossProbe probe;
+  auto opts = watchdog(30s);
+  opts.drift_allowance = 500ms;
+  probe.attach(opts);
+  dlock::Mutex m(*client, "extend-no-validity", opts);
+  auto lease = m.acquire(no_wait());
+  ASSERT_TRUE(lease.ok()) << lease.error().what();
+  auto ext = lease->extend(400ms);
+  EXPECT_EQ(ext.code(), make_error_code(dlock::errc::invalid_argument));
+  EXPECT_NE(ext.error().what().find("drift allowance"), std::string::npos) << ext.error().what();
+  // The default allowance of a 2 ms TTL (2 / 100 + 2 ms) leaves none either.
+  dlock::Mutex d(*client, "extend-no-validity-default", watchdog(30s));
+  auto other = d.acquire(no_wait());
+  ASSERT_TRUE(other.ok()) << other.error().what();
+  auto tiny = other->extend(2ms);
+  EXPECT_EQ(tiny.code(), make_error_code(dlock::errc::invalid_argument)) << tiny.error().what();
+  EXPECT_GT(raw->cmd_int({"PTTL", m.key()}), 20000) << "the refused TTL reached the server";
+  EXPECT_GT(raw->cmd_int({"PTTL", d.key()}), 20000) << "the refused TTL reached the server";
+  std::this_thread::sleep_for(50ms);
+  EXPECT_TRUE(lease->held());
+  EXPECT_TRUE(other->held());
+  EXPECT_EQ(probe.calls.load(), 0);
+  // A TTL that does leave validity is still taken.
+  auto fine = lease->extend(2000ms);
+  EXPECT_TRUE(fine.ok()) << fine.error().what();
+  EXPECT_LE(raw->cmd_int({"PTTL", m.key()}), 2000);
+  EXPECT_TRUE(lease->release().ok());
+  EXPECT_TRUE(other->release().ok());
+}
+
 // A watchdog lease survives a restart of a server that persists its data (AOF, fsync always):
 // renewals fail while it is down and succeed again after the reconnect.
 TEST_F(MutexTest, WatchdogLeaseSurvivesRestartWithPersistence) {
