@@ -10,6 +10,12 @@
 // whatever it is (an error reply or a failed command counts: the command is no longer queued
 // ahead of the release on the Client's side).
 //
+// A try that became a hold has the same hazard when the hold is let go quickly: its release
+// goes to every node, and a node whose acquire was still in flight (the majority had answered
+// without it) may take the key after the release passed. A release marker of another owner on
+// that node keeps the tombstone out that would refuse it (as above). So once the try is kept,
+// a node that answers after the hold was let go is released too.
+//
 // Any thread; `release_on(i)` is called outside the lock, at most once per node.
 #pragma once
 
@@ -27,13 +33,26 @@ class AcquireAnswers {
 
   // Node `i`'s acquire was answered.
   void answered(std::size_t i) {
+    std::function<bool()> let_go;
     {
       std::lock_guard lock(mu_);
       if (i >= answered_.size() || answered_[i]) return;
       answered_[i] = true;
-      if (!released_) return;
+      if (!released_) {
+        if (!let_go_) return;
+        let_go = let_go_;
+      }
     }
+    if (let_go && !let_go()) return;  // still held: its release, later, comes after this answer
     release_on_(i);
+  }
+
+  // The try became a hold; `let_go()` (any thread) says whether the hold has been released,
+  // lost or dropped since. Call before the hold is handed out. Nodes that answered already
+  // need nothing: the hold's release reaches them after their acquire.
+  void kept(std::function<bool()> let_go) {
+    std::lock_guard lock(mu_);
+    let_go_ = std::move(let_go);
   }
 
   // The try is given up: release on every node that answered, and on the others once they do.
@@ -55,6 +74,7 @@ class AcquireAnswers {
   std::mutex mu_;
   std::vector<bool> answered_;
   bool released_ = false;
+  std::function<bool()> let_go_;  // set once the try is kept (kept())
   std::function<void(std::size_t)> release_on_;
 };
 

@@ -1,8 +1,10 @@
 // A failed Redlock try releases its owner token on each node only once that node's acquire was
 // answered (locks/redlock_answers.hpp): with two connections per node, a release sent at once
-// could run before the acquire it was meant to undo, which then took the key for its TTL.
+// could run before the acquire it was meant to undo, which then took the key for its TTL. The
+// same for a kept try's straggler nodes once the hold was let go.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -45,6 +47,26 @@ TEST(AcquireAnswers, NothingIsReleasedForATryThatIsKept) {
   AcquireAnswers a(3, [&](std::size_t i) { sent(i); });
   for (std::size_t i = 0; i < 3; ++i) a.answered(i);
   EXPECT_TRUE(sent.nodes.empty());
+}
+
+// A try kept as a hold: a straggler that answers while the hold is held needs nothing (the
+// hold's release comes after its answer); one that answers after the hold was let go is
+// released, since the hold's release may have overtaken its acquire.
+TEST(AcquireAnswers, AStragglerAnsweringAfterTheKeptHoldWasLetGoIsReleased) {
+  Sent sent;
+  std::atomic<bool> let_go{false};
+  AcquireAnswers a(5, [&](std::size_t i) { sent(i); });
+  a.answered(0);
+  a.answered(1);
+  a.answered(2);  // the majority: the try is kept
+  a.kept([&] { return let_go.load(); });
+  a.answered(3);
+  EXPECT_TRUE(sent.nodes.empty()) << "a straggler answering while the hold is held was released";
+  let_go = true;
+  a.answered(4);
+  EXPECT_EQ(sent.nodes, (std::vector<std::size_t>{4}));
+  a.answered(4);
+  EXPECT_EQ(sent.nodes, (std::vector<std::size_t>{4})) << "a second answer released again";
 }
 
 // Answers on the nodes' loop threads race with the verdict's release on another: each node is
