@@ -16,12 +16,14 @@
 
 #include <asio.hpp>
 #include <atomic>
+#include <functional>
 #include <future>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "dlock/deployment.hpp"
@@ -141,6 +143,10 @@ class ClientCore : public std::enable_shared_from_this<ClientCore>, public Conne
   using ShutdownHook = std::function<void(const Error&, std::function<void()> cleaned_up)>;
   std::uint64_t add_shutdown_hook(ShutdownHook fn);
   void remove_shutdown_hook(std::uint64_t id);
+  // A cleanup sent by a wait as fail_waiters(why, drained) ends it (a Mutex roll place given
+  // back): the returned callback is run when the cleanup was answered, and `drained` waits for
+  // it too. Empty at any other time (nothing to report to). Loop thread only.
+  std::function<void()> cleanup_started();
 
   std::atomic<std::size_t> active_leases_{0};
 
@@ -205,6 +211,16 @@ class ClientCore : public std::enable_shared_from_this<ClientCore>, public Conne
   std::unordered_map<std::string, BootClock::time_point> courtesy_;  // see note_release()
   std::unordered_map<std::uint64_t, ShutdownHook> shutdown_hooks_;
   std::uint64_t next_hook_id_ = 1;
+  // fail_waiters(why, drained): the cleanups still unanswered, while the WaitQueues' waits end.
+  struct Countdown {
+    std::size_t left = 1;
+    std::function<void()> then;
+    void add() noexcept { ++left; }
+    void done() {
+      if (--left == 0 && then) std::exchange(then, {})();
+    }
+  };
+  std::shared_ptr<Countdown> cleanups_;
 
   std::mutex submit_mu_;
   std::vector<Command> submitted_;

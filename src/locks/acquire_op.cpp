@@ -544,23 +544,36 @@ void ClientCore::fail_waiters(const Error& why, std::function<void()> drained) {
   for (auto& [key, weak] : wait_queues_) {
     if (auto q = weak.lock()) queues.push_back(std::move(q));
   }
-  // A Mutex wait that ends gives its Client's place on the roll back (best effort, no answer
-  // awaited): sent now, ahead of the shutdown's releases on the connection.
+  std::shared_ptr<Countdown> count;
+  if (drained) {
+    count = std::make_shared<Countdown>();
+    count->then = std::move(drained);
+  }
+  // A Mutex wait that ends gives its Client's place on the roll back; with `drained` its answer
+  // is awaited (cleanup_started()), or a release that follows on another connection of the
+  // node (connections_per_node >= 2) could still find the place and name this Client.
+  cleanups_ = count;
   for (auto& q : queues) q->fail_all(why);
+  cleanups_.reset();
   lingering_.clear();
   if (linger_timer_) linger_timer_->cancel();
   auto hooks = std::move(shutdown_hooks_);  // a hook's wait removes itself as it ends
   shutdown_hooks_.clear();
-  if (!drained) {
+  if (!count) {
     for (auto& [id, fn] : hooks) fn(why, {});
     return;
   }
-  auto left = std::make_shared<std::size_t>(hooks.size() + 1);
-  auto one_done = [left, drained = std::move(drained)] {
-    if (--*left == 0) drained();
-  };
-  for (auto& [id, fn] : hooks) fn(why, one_done);
-  one_done();
+  for (auto& [id, fn] : hooks) {
+    count->add();
+    fn(why, [count] { count->done(); });
+  }
+  count->done();
+}
+
+std::function<void()> ClientCore::cleanup_started() {
+  if (!cleanups_) return {};
+  cleanups_->add();
+  return [count = cleanups_] { count->done(); };
 }
 
 std::uint64_t ClientCore::add_shutdown_hook(ShutdownHook fn) {

@@ -36,12 +36,16 @@ constexpr Item release_extra[] = {{":ch"}, {release_marker_ttl_ms, true}};
 constexpr KeyLayout layout{acquire_keys, {}, renew_keys, {}, release_keys, release_extra, ":ch", true};
 
 // AcquireRequest::withdraw. Best effort: a place that is not given back lapses by itself
-// (mutex_acquire.lua).
+// (mutex_acquire.lua). Also while the Client shuts down, whose releases then wait for the answer
+// (ClientCore::cleanup_started): a place left on the roll had the shutdown's own release name
+// this Client, which was going away, and a waiter elsewhere slept on to its recheck. Once the
+// connections are closed the command just fails.
 void withdraw_place(ClientCore& core, const std::string& key, std::string_view waiter) {
-  if (core.is_shut_down()) return;
   core.eval_now(scripts::mutex_withdraw,
                 encode_evalsha(scripts::mutex_withdraw, {key, key + ":waiters"}, {std::string(waiter), key + ":ch"}),
-                [](Result<Reply>) {});
+                [answered = core.cleanup_started()](Result<Reply>) {
+                  if (answered) answered();
+                });
 }
 
 std::shared_ptr<const ScriptAttemptSpec> make_spec(ClientCore& core, std::string name, LeaseOptions lease) {

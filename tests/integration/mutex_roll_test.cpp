@@ -217,6 +217,42 @@ TEST_F(MutexRollTest, AWaiterThatGivesUpGivesItsPlaceBack) {
   EXPECT_TRUE(lease->release().ok());
 }
 
+// Destroying a Client that holds the lock and also waits for it: its waiter leaves the roll
+// before the lease is released, so the release names the next Client. Before, the shutdown sent
+// no withdrawal at all: the release named the Client going away (still subscribed, so the
+// PUBLISH was heard and the release stopped there), and the other Client slept on to its
+// recheck (30 s here).
+TEST_F(MutexRollTest, ShutdownGivesItsPlaceBackBeforeItsReleaseNamesTheNextClient) {
+  for (unsigned conns : {1u, 2u}) {
+    SCOPED_TRACE("connections_per_node " + std::to_string(conns));
+    const std::string name = "shutdown-roll-" + std::to_string(conns);
+    dlock::ClientOptions o;
+    o.connections_per_node = conns;
+    auto going = std::make_unique<dlock::Client>(server->url(), o);
+    auto holder = std::make_shared<dlock::Mutex>(*going, name);
+    auto held = holder->acquire(no_wait());
+    ASSERT_TRUE(held.ok()) << held.error().what();
+    auto own_waiter = std::make_shared<dlock::Mutex>(*going, name);
+    auto own = std::async(std::launch::async, [own_waiter] { return own_waiter->acquire(patient); });
+    ASSERT_TRUE(eventually([&] { return roll_size(name) == 1; }, 3000ms)) << "the own waiter took no place";
+    auto next = waiter(name);
+    next->start(patient);
+    ASSERT_TRUE(eventually([&] { return roll_size(name) == 2; }, 3000ms)) << "the next waiter took no place";
+
+    going.reset();
+    ASSERT_EQ(own.wait_for(5s), std::future_status::ready);
+    auto own_result = own.get();
+    EXPECT_EQ(own_result.code(), make_error_code(dlock::errc::shutdown))
+        << (own_result.ok() ? "acquired on a Client being destroyed" : own_result.error().what());
+    ASSERT_TRUE(next->done_within(3000ms)) << "the shutdown's release named the Client going away";
+    auto lease = next->result.get();
+    ASSERT_TRUE(lease.ok()) << lease.error().what();
+    EXPECT_EQ(raw->cmd({"GET", key_of(name)}), lease->owner());
+    EXPECT_EQ(roll_size(name), 0);
+    EXPECT_TRUE(lease->release().ok());
+  }
+}
+
 // A place whose Client no longer listens on its channel (the process died, its connections
 // closed) is passed over by the release at once: nobody heard the PUBLISH.
 TEST_F(MutexRollTest, APlaceWhoseClientNoLongerListensIsPassedOver) {
