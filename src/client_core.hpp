@@ -133,9 +133,9 @@ class ClientCore : public std::enable_shared_from_this<ClientCore>, public Conne
   void clear_courtesy(const std::string& key);
   // Fails every waiting acquisition (shutdown): the WaitQueues' and the hooked ones'. With
   // `drained`, the connections still work: waits leave their places (a Mutex roll's, a FairLock
-  // queue's) and `drained` runs once every hooked wait has answered, so that the releases of the
-  // Client's held leases that follow hand no lock to a waiter of this Client, which is going
-  // away. Without it (close_all), nothing can be sent any more. Loop thread only.
+  // queue's) and `drained` runs once each of those cleanups was answered, so that the releases
+  // of the Client's held leases that follow hand no lock to a waiter of this Client, which is
+  // going away. Without it (close_all), nothing can be sent any more. Loop thread only.
   void fail_waiters(const Error& why, std::function<void()> drained = {});
   // Waits that do not use a WaitQueue (FairLock) register here so shutdown reaches them at once.
   // The hook gets the reason and, when the wait may still clean up, a callback it must run once
