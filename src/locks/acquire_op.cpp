@@ -123,6 +123,7 @@ class WaitQueue final : public std::enable_shared_from_this<WaitQueue> {
   std::deque<std::shared_ptr<AcquireOp>> ops_;
   void (*withdraw_)(ClientCore&, const std::string&, std::string_view) = nullptr;
   bool on_roll_ = false;
+  bool failing_ = false;  // fail_all() is ending every wait: no head takes over meanwhile
   bool subscribed_ = false;
   bool confirmed_ = false;
   std::vector<std::function<void()>> on_confirmed_;
@@ -419,13 +420,18 @@ void WaitQueue::remove(AcquireOp* op, bool acquired, std::optional<milliseconds>
     core_.forget_wait_queue(key_);
     return;
   }
-  if (was_head) ops_.front()->become_head(acquired, holder_ttl);
+  if (was_head && !failing_) ops_.front()->become_head(acquired, holder_ttl);
 }
 
 void WaitQueue::fail_all(const Error& why) {
   auto self = shared_from_this();  // finishing the last op drops the queue from the registry
   auto ops = ops_;
+  // A waiter that became head while the others are failed would send a try (one that keeps a
+  // place on the roll) just before its own withdrawal, which could overtake it on another
+  // connection: the place came back, and the shutdown's release named this Client.
+  failing_ = true;
   for (auto& op : ops) op->fail(why);
+  failing_ = false;
 }
 
 void WaitQueue::subscribe_then(std::function<void()> then) {
@@ -552,9 +558,14 @@ void ClientCore::fail_waiters(const Error& why, std::function<void()> drained) {
   // A Mutex wait that ends gives its Client's place on the roll back; with `drained` its answer
   // is awaited (cleanup_started()), or a release that follows on another connection of the
   // node (connections_per_node >= 2) could still find the place and name this Client.
-  cleanups_ = count;
-  for (auto& q : queues) q->fail_all(why);
-  cleanups_.reset();
+  {
+    cleanups_ = count;
+    struct Unset {  // whatever happens, cleanups sent later are not counted
+      std::shared_ptr<Countdown>& counting;
+      ~Unset() { counting.reset(); }
+    } unset{cleanups_};
+    for (auto& q : queues) q->fail_all(why);
+  }
   lingering_.clear();
   if (linger_timer_) linger_timer_->cancel();
   auto hooks = std::move(shutdown_hooks_);  // a hook's wait removes itself as it ends
