@@ -21,8 +21,11 @@
 
 #include <cstddef>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <vector>
+
+#include "renewal/lease_record.hpp"
 
 namespace dlock::detail {
 
@@ -77,5 +80,14 @@ class AcquireAnswers {
   std::function<bool()> let_go_;  // set once the try is kept (kept())
   std::function<void(std::size_t)> release_on_;
 };
+
+// AcquireAnswers::kept's test for a Redlock hold: let go once its record is released (or
+// releasing: begin_release() comes before any release is sent), lost, or gone.
+inline std::function<bool()> let_go_of(const std::shared_ptr<LeaseRecord>& rec) {
+  return [held = std::weak_ptr<LeaseRecord>(rec)] {
+    const auto r = held.lock();
+    return !r || r->state() != LeaseRecord::State::held;
+  };
+}
 
 }  // namespace dlock::detail

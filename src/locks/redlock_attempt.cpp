@@ -90,10 +90,7 @@ void write_back(const std::shared_ptr<const RedlockSpec>& spec, std::string owne
         }
         // A node whose acquire is still in flight, answering after this hold was let go, is
         // released then (its acquire may have landed after the hold's release).
-        answers->kept([held = std::weak_ptr<LeaseRecord>(rec)] {
-          const auto r = held.lock();
-          return !r || r->state() != LeaseRecord::State::held;
-        });
+        answers->kept(let_go_of(rec));
         // The watchdog lives on the first node's loop thread: schedule there, then hand over.
         home->post([rec, report]() mutable {
           rec->core->active_leases_.fetch_add(1);

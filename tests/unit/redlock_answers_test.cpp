@@ -69,6 +69,33 @@ TEST(AcquireAnswers, AStragglerAnsweringAfterTheKeptHoldWasLetGoIsReleased) {
   EXPECT_EQ(sent.nodes, (std::vector<std::size_t>{4})) << "a second answer released again";
 }
 
+// The test write_back gives kept(): a real lease record, held, then releasing, lost or gone.
+TEST(AcquireAnswers, AKeptHoldCountsAsLetGoOnceReleasingLostOrGone) {
+  LeaseOptions o;
+  auto make = [&] {
+    return std::make_shared<LeaseRecord>(nullptr, "r", "owner", FencingToken{1}, HoldScripts{}, o, BootClock::now());
+  };
+  for (int how = 0; how < 3; ++how) {
+    SCOPED_TRACE(how);
+    auto rec = make();
+    Sent sent;
+    AcquireAnswers a(3, [&](std::size_t i) { sent(i); });
+    a.answered(0);
+    a.answered(1);
+    a.kept(let_go_of(rec));
+    EXPECT_FALSE(let_go_of(rec)());
+    if (how == 0) {
+      ASSERT_TRUE(rec->begin_release());
+    } else if (how == 1) {
+      ASSERT_TRUE(rec->mark_lost(LossReason::expired));
+    } else {
+      rec.reset();
+    }
+    a.answered(2);
+    EXPECT_EQ(sent.nodes, (std::vector<std::size_t>{2}));
+  }
+}
+
 // Answers on the nodes' loop threads race with the verdict's release on another: each node is
 // released exactly once, whichever comes first.
 TEST(AcquireAnswers, EachNodeReleasedExactlyOnceUnderRaces) {
