@@ -472,8 +472,15 @@ TEST_F(CliTest, UsageErrorsExit64) {
   const std::regex least("--ttl 100ms is too short for dlock run: at least ([0-9]+ms)");
   std::smatch m;
   ASSERT_TRUE(std::regex_search(short_ttl.err, m, least)) << describe(short_ttl);
+  // Accepted: no usage error. Not required to exit 0: a lease that short leaves the renewals
+  // 50 ms, which a sanitizer build on a busy machine overran once (exit 70, "could not be
+  // renewed": local CI, TSan).
   auto at_least = dlock({"run", "x", "--ttl", m[1].str(), "--grace", "0", "--", "true"});
-  EXPECT_EQ(at_least.exit_code, 0) << describe(at_least);
+  EXPECT_NE(at_least.exit_code, 64) << describe(at_least);
+  EXPECT_EQ(at_least.err.find("too short"), std::string::npos) << describe(at_least);
+  if (at_least.exit_code != 0) {
+    EXPECT_NE(at_least.err.find("could not be renewed"), std::string::npos) << describe(at_least);
+  }
 }
 
 TEST_F(CliTest, HelpAndVersion) {

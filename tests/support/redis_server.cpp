@@ -17,6 +17,8 @@
 #include <deque>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
+#include <random>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
@@ -67,11 +69,20 @@ bool port_free(int port) {
 }
 
 // A Cluster node also listens on port + 10000 (its cluster bus), so the port must be at most
-// 55535 and both must be free. Picked at random below the kernel's ephemeral range.
+// 55535 and both must be free. Picked at random below the kernel's ephemeral range, each pick
+// on its own: a fixed stride from a per-process start (as before) kept two test processes
+// that started clusters at once in step, so each new pick after a lost race (both probed the
+// same free port, one redis-server got it) collided again: "no free port after 5 attempts"
+// (local CI, TSan, CliClusterTest).
 int free_cluster_port() {
-  static std::atomic<unsigned> seq{static_cast<unsigned>(::getpid()) * 7919u};
+  static std::mutex mu;
+  static std::mt19937 pick{std::random_device{}() ^ static_cast<unsigned>(::getpid())};
   for (int i = 0; i < 1000; ++i) {
-    const int port = 20000 + static_cast<int>(seq.fetch_add(7919u) % 10000u);
+    int port = 0;
+    {
+      std::lock_guard lock(mu);
+      port = 20000 + static_cast<int>(pick() % 10000u);
+    }
     if (port_free(port) && port_free(port + 10000)) return port;
   }
   throw std::runtime_error("no free port pair (p, p+10000) for a cluster node");
