@@ -478,10 +478,8 @@ void ClientCore::close_all() {
 // release was answered.
 void ClientCore::release_held(const std::shared_ptr<std::promise<void>>& released) {
   auto leases = renewals_->take_all();
-  auto left = std::make_shared<std::size_t>(leases.size() + 1);
-  auto one_done = [left, released] {
-    if (--*left == 0) released->set_value();
-  };
+  auto left = Countdown::make(leases.size() + 1, [released] { released->set_value(); });
+  auto one_done = [left] { left->done(); };
   for (auto& rec : leases) {
     if (!rec->begin_release()) {
       one_done();

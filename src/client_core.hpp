@@ -33,6 +33,7 @@
 #include "notify/notifier.hpp"
 #include "renewal/renewal_scheduler.hpp"
 #include "scripts/script.hpp"
+#include "util/countdown.hpp"
 #include "util/sync_wait.hpp"
 
 namespace dlock::detail {
@@ -212,14 +213,6 @@ class ClientCore : public std::enable_shared_from_this<ClientCore>, public Conne
   std::unordered_map<std::uint64_t, ShutdownHook> shutdown_hooks_;
   std::uint64_t next_hook_id_ = 1;
   // fail_waiters(why, drained): the cleanups still unanswered, while the WaitQueues' waits end.
-  struct Countdown {
-    std::size_t left = 1;
-    std::function<void()> then;
-    void add() noexcept { ++left; }
-    void done() {
-      if (--left == 0 && then) std::exchange(then, {})();
-    }
-  };
   std::shared_ptr<Countdown> cleanups_;
 
   std::mutex submit_mu_;

@@ -551,10 +551,7 @@ void ClientCore::fail_waiters(const Error& why, std::function<void()> drained) {
     if (auto q = weak.lock()) queues.push_back(std::move(q));
   }
   std::shared_ptr<Countdown> count;
-  if (drained) {
-    count = std::make_shared<Countdown>();
-    count->then = std::move(drained);
-  }
+  if (drained) count = Countdown::make(1, std::move(drained));
   // A Mutex wait that ends gives its Client's place on the roll back; with `drained` its answer
   // is awaited (cleanup_started()), or a release that follows on another connection of the
   // node (connections_per_node >= 2) could still find the place and name this Client.
@@ -624,16 +621,11 @@ void release_unwanted_parts(const std::shared_ptr<LeaseRecord>& parent, std::fun
     if (then) then();
     return;
   }
-  auto left = std::make_shared<std::size_t>(parent->parts.size());
-  auto finish = std::make_shared<std::function<void()>>([parent, then = std::move(then)] {
+  auto left = Countdown::make(parent->parts.size(), [parent, then = std::move(then)] {
     parent->finish_release();
     if (then) then();
   });
-  for (const auto& part : parent->parts) {
-    release_unwanted(part, [left, finish] {
-      if (--*left == 0) (*finish)();
-    });
-  }
+  for (const auto& part : parent->parts) release_unwanted(part, [left] { left->done(); });
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include "io/command.hpp"
 #include "locks/idempotent_call.hpp"
 #include "scripts/script_call.hpp"
+#include "util/countdown.hpp"
 #include "util/slot.hpp"
 
 namespace dlock::detail {
@@ -108,9 +109,9 @@ class OrderedTry : public std::enable_shared_from_this<OrderedTry> {
   void give_back(std::size_t groups, Attempt a) {
     groups = std::min(groups, spec_->groups.size());
     if (groups == 0) return report_(std::move(a));
-    auto left = std::make_shared<std::size_t>(groups);
-    auto result = std::make_shared<Attempt>(std::move(a));
-    auto report = std::make_shared<std::function<void(Attempt)>>(std::move(report_));
+    auto left = Countdown::make(groups, [result = std::make_shared<Attempt>(std::move(a)), report = std::move(report_)] {
+      report(std::move(*result));
+    });
     for (std::size_t i = 0; i < groups; ++i) {
       const HoldScripts& h = *spec_->holds[i];
       std::vector<std::string> args{owner_};
@@ -126,9 +127,7 @@ class OrderedTry : public std::enable_shared_from_this<OrderedTry> {
           core_,
           [core = core_, payload = encode_evalsha(*h.release, h.release_keys, args), script = h.release](
               ReplyHandler answered) { core->eval_now(*script, payload, std::move(answered)); },
-          [left, result, report](Result<Reply>) {
-            if (--*left == 0) (*report)(std::move(*result));
-          });
+          [left](Result<Reply>) { left->done(); });
     }
   }
 

@@ -41,11 +41,14 @@ constexpr KeyLayout layout{acquire_keys, {}, renew_keys, {}, release_keys, relea
 // this Client, which was going away, and a waiter elsewhere slept on to its recheck. Once the
 // connections are closed the command just fails.
 void withdraw_place(ClientCore& core, const std::string& key, std::string_view waiter) {
-  core.eval_now(scripts::mutex_withdraw,
-                encode_evalsha(scripts::mutex_withdraw, {key, key + ":waiters"}, {std::string(waiter), key + ":ch"}),
-                [answered = core.cleanup_started()](Result<Reply>) {
-                  if (answered) answered();
-                });
+  auto payload = encode_evalsha(scripts::mutex_withdraw, {key, key + ":waiters"}, {std::string(waiter), key + ":ch"});
+  // Only a shutdown awaits the answer; otherwise the handler captures nothing, and so costs no
+  // allocation of its own.
+  if (auto answered = core.cleanup_started()) {
+    return core.eval_now(scripts::mutex_withdraw, std::move(payload),
+                         [answered = std::move(answered)](Result<Reply>) { answered(); });
+  }
+  core.eval_now(scripts::mutex_withdraw, std::move(payload), [](Result<Reply>) {});
 }
 
 std::shared_ptr<const ScriptAttemptSpec> make_spec(ClientCore& core, std::string name, LeaseOptions lease) {
