@@ -9,6 +9,7 @@
 // How the kind is told from the keys, for a name N and the Client's prefix P:
 //   P{N} a string                          mutex, or fair when P{N}:queue (a list) exists
 //   P{N} a hash with field kind=SharedMutex rw
+//   P{N} a hash with field kind=Semaphore   semaphore (its claim while permits are held)
 //   P{N} a hash with a ":fence" field and only integer counts otherwise
 //                                          reentrant
 //   P{N} absent, P{N}:permits or P{N}:limit semaphore

@@ -23,7 +23,8 @@
 // for an explicit owner. The client id is 32 random hex digits per Client, so identities of
 // different Clients never collide; the part after the last '@' is for people reading the key.
 // A Mutex on the same name finds a hash and fails with wrong_type; this lock on a Mutex's
-// string fails with wrong_type as well.
+// string fails with wrong_type as well, and so it does on a SharedMutex's or a Semaphore's hash
+// (which has a field "kind"; no owner identity is "kind").
 //
 // Redisson compatibility (Options::redisson_compat): the layout of Redisson's RLock, so a C++
 // service and a Java service using RLock exclude each other on the same lock name:

@@ -15,9 +15,12 @@
 //                  2 x command_timeout + connect_timeout + reconnect.max + 1 s (12 s with the
 //                  default ClientOptions) of the releasing Client.
 //   P{N}:ch        pub/sub channel: "released" after each release, "resized" after set_permits().
-//   P{N}           never written by a Semaphore. If it exists, a lock of another kind uses the
-//                  name, and the Semaphore reports errc::wrong_type (as it does for a key above
-//                  that holds another type).
+//   P{N}           hash: kind = "Semaphore", while any permit is held (it expires with
+//                  P{N}:permits and is deleted with the last permit). It claims the name: a
+//                  Mutex, FairLock, ReentrantMutex, SharedMutex or MultiLock of the same name is
+//                  refused with errc::wrong_type while permits are held. Any other value there:
+//                  a lock of another kind uses the name, and the Semaphore reports
+//                  errc::wrong_type (as it does for a key above that holds another type).
 //
 // Changing N at run time: set_permits(n) stores the new limit and wakes the waiters. Raising it
 // lets waiters in at once. Lowering it never revokes a permit that is held (and renewal does
@@ -135,7 +138,7 @@ class Semaphore {
   Result<std::size_t> available() const;
 
   const std::string& name() const noexcept { return name_; }
-  // The semaphore's base key P{N} (never written; its keys are this plus ":permits"...).
+  // The semaphore's base key P{N} (its claim on the name; its other keys are this plus ":permits"...).
   const std::string& key() const noexcept { return key_; }
 
  private:

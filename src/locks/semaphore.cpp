@@ -110,10 +110,10 @@ AcquireRequest Semaphore::request(std::size_t k, WaitOptions wait) const {
   spec->keys = {key_, key_ + ":permits", key_ + ":limit", key_ + ":fence"};
   spec->extra_args = {count, std::to_string(initial_permits_)};
   spec->hold.renew = &scripts::sem_renew;
-  spec->hold.renew_keys = {key_ + ":permits"};
+  spec->hold.renew_keys = {key_ + ":permits", key_};  // the zset first: a fixed-TTL lease's check reads it
   spec->hold.renew_extra = {count};
   spec->hold.release = &scripts::sem_release;
-  spec->hold.release_keys = {key_ + ":permits", key_ + ":released"};
+  spec->hold.release_keys = {key_ + ":permits", key_ + ":released", key_};
   spec->hold.release_extra = {key_ + ":ch", std::to_string(release_memory(core_->options()).count()), count};
   spec->lease = lease_;
   AcquireRequest req;

@@ -17,10 +17,13 @@ if base == 'string' then
   removed[1] = {redis.call('GET', KEYS[1]), 'exclusive', 1}
   redis.call('DEL', KEYS[1])
 elseif base == 'hash' then
-  if redis.call('HGET', KEYS[1], 'kind') == 'SharedMutex' then
+  local k = redis.call('HGET', KEYS[1], 'kind')
+  if k == 'SharedMutex' then
     kind = 'rw'
     local w = redis.call('HGET', KEYS[1], 'writer')
     if w then removed[#removed + 1] = {w, 'write', 1} end
+  elseif k == 'Semaphore' then
+    kind = 'semaphore'  -- its claim; the permits are taken below
   elseif redis.call('HEXISTS', KEYS[1], ':fence') == 1 then
     kind = 'reentrant'
     local f = redis.call('HGETALL', KEYS[1])
@@ -53,7 +56,7 @@ if kind == 'rw' or (kind == 'none' and ty(KEYS[3]) == 'zset') then
     removed[#removed + 1] = {id, 'read', 1}
   end)
 end
-if kind == 'none' and ty(KEYS[4]) == 'zset' then
+if (kind == 'none' or kind == 'semaphore') and ty(KEYS[4]) == 'zset' then
   kind = 'semaphore'
   local index = {}
   take_live(KEYS[4], function(id)

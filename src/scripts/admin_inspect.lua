@@ -18,8 +18,11 @@ local kind = 'none'
 if base == 'string' then
   kind = (ty(KEYS[3]) == 'list') and 'fair' or 'mutex'
 elseif base == 'hash' then
-  if redis.call('HGET', KEYS[1], 'kind') == 'SharedMutex' then
+  local k = redis.call('HGET', KEYS[1], 'kind')
+  if k == 'SharedMutex' then
     kind = 'rw'
+  elseif k == 'Semaphore' then
+    kind = 'semaphore'
   elseif redis.call('HEXISTS', KEYS[1], ':fence') == 1 then
     kind = 'reentrant'
     local f = redis.call('HGETALL', KEYS[1])

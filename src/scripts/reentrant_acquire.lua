@@ -38,8 +38,11 @@ if pttl == -2 then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   return {1, token, 1}
 end
-local h = redis.pcall('HMGET', KEYS[1], ARGV[1], ':fence')
+-- A SharedMutex's or a Semaphore's hash has a field 'kind' naming its kind. No owner identity is
+-- 'kind': each one holds a ':' (reentrant_mutex.hpp), in Redisson's layout too.
+local h = redis.pcall('HMGET', KEYS[1], ARGV[1], ':fence', 'kind')
 if h.err then return {-1, redis.call('TYPE', KEYS[1])['ok']} end
+if h[3] then return {-1, 'hash of a ' .. h[3]} end
 if h[1] then
   local count = redis.call('HINCRBY', KEYS[1], ARGV[1], 1)
   local token = 0

@@ -1,5 +1,7 @@
 -- Take k permits of a Semaphore at once, if that keeps the number of live permits <= the limit.
--- KEYS[1]  P{N}           must not exist: a Semaphore never writes it (another kind's lock does)
+-- KEYS[1]  P{N}           hash: kind = 'Semaphore', while any permit is held; it claims the name,
+--                          so a lock of another kind under it is refused (or waits). Lives as long
+--                          as KEYS[2]. Any other value: another kind's lock has the name.
 -- KEYS[2]  P{N}:permits   zset: permit id -> expiry (server ms, from TIME)
 -- KEYS[3]  P{N}:limit     string: the number of permits N (no TTL)
 -- KEYS[4]  P{N}:fence     counter of acquisitions (no TTL, never deleted)
@@ -21,7 +23,9 @@
 -- two TYPE calls on every acquire (issue #6: Redis calls per EVALSHA cost throughput). P{N} has
 -- no command of its own to fail, so it keeps its TYPE.
 local base = redis.call('TYPE', KEYS[1])['ok']
-if base ~= 'none' then return {-1, base .. ' (a lock of another kind has this name)', KEYS[1]} end
+if base ~= 'none' and (base ~= 'hash' or redis.call('HGET', KEYS[1], 'kind') ~= 'Semaphore') then
+  return {-1, base .. ' (a lock of another kind has this name)', KEYS[1]}
+end
 
 local function wrong_type(key) return {-1, redis.call('TYPE', key)['ok'], key} end
 
@@ -65,6 +69,17 @@ if held + k <= limit then
     redis.call('PEXPIRE', KEYS[2], ttl)
   else
     redis.call('PEXPIRE', KEYS[2], ttl, 'GT')
+  end
+  -- The name's claim P{N} expires with the zset. It is missing while permits are held only
+  -- where they were taken by a dlock that did not write it (before 2026-12): it then takes the
+  -- zset's TTL, which a PEXPIRE -1 would turn into a DEL, hence the guard.
+  if base == 'none' then redis.call('HSET', KEYS[1], 'kind', 'Semaphore') end
+  if held == 0 then
+    redis.call('PEXPIRE', KEYS[1], ttl)
+  elseif base == 'none' then
+    redis.call('PEXPIRE', KEYS[1], math.max(ttl, redis.call('PTTL', KEYS[2])))
+  else
+    redis.call('PEXPIRE', KEYS[1], ttl, 'GT')
   end
   local free = math.max(0, limit - held - k)
   if free > 0 or held == 0 then return {1, token, free} end

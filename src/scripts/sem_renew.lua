@@ -1,5 +1,6 @@
 -- Renew or extend the permits of one Semaphore acquisition, only while all are still held.
 -- KEYS[1]  P{N}:permits   zset: permit id -> expiry (server ms)
+-- KEYS[2]  P{N}           hash: kind = 'Semaphore', the name's claim (sem_acquire.lua); optional
 -- ARGV[1]  owner token
 -- ARGV[2]  new TTL in milliseconds
 -- ARGV[3]  k, the number of permits of this acquisition ("<owner>#1" .. "<owner>#k")
@@ -28,4 +29,7 @@ end
 -- GT: only ever lengthens the zset's life (it must outlive its longest permit). It always has a
 -- TTL here: sem_acquire gives it one whenever it adds to it.
 redis.call('PEXPIRE', KEYS[1], ttl, 'GT')
+-- The claim lives as long as the zset. Only a Semaphore's claim: PEXPIRE looks at no type, and
+-- another kind's lock under the name is not this holder's to keep alive.
+if KEYS[2] and redis.pcall('HGET', KEYS[2], 'kind') == 'Semaphore' then redis.call('PEXPIRE', KEYS[2], ttl, 'GT') end
 return 1

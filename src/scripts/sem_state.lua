@@ -1,10 +1,13 @@
 -- Read a Semaphore's limit and the number of live permits. Writes nothing.
--- KEYS[1]  P{N}           must not exist (a lock of another kind has this name)
+-- KEYS[1]  P{N}           absent, or a Semaphore's claim (hash kind = 'Semaphore'); anything
+--                          else: a lock of another kind has this name
 -- KEYS[2]  P{N}:permits   zset: permit id -> expiry (server ms)
 -- KEYS[3]  P{N}:limit     string: the limit
 -- Reply:   {limit (-1: none stored yet), live permits}; a WRONGTYPE error for keys of another type
 local base = redis.call('TYPE', KEYS[1])['ok']
-if base ~= 'none' then return redis.error_reply('WRONGTYPE ' .. KEYS[1] .. ' is a ' .. base .. ' of another lock kind') end
+if base ~= 'none' and (base ~= 'hash' or redis.call('HGET', KEYS[1], 'kind') ~= 'Semaphore') then
+  return redis.error_reply('WRONGTYPE ' .. KEYS[1] .. ' is a ' .. base .. ' of another lock kind')
+end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 -- Types are checked only when a command fails on a key of another type (no TYPE per call).

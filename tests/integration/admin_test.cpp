@@ -231,6 +231,7 @@ TEST_F(AdminTest, SemaphorePermitsAndForcedUnlock) {
   ASSERT_TRUE(two.ok() && one.ok());
   auto info = inspect_ok(*client, "sem");
   EXPECT_EQ(info.kind, LockKind::semaphore);
+  EXPECT_EQ(info.redis_type, "hash") << "P{N}: the semaphore's claim on the name";
   EXPECT_EQ(info.permits_limit, std::optional<long long>(5));
   ASSERT_EQ(info.holders.size(), 2u);
   long long total = 0;
@@ -247,6 +248,7 @@ TEST_F(AdminTest, SemaphorePermitsAndForcedUnlock) {
   EXPECT_EQ(r->removed.size(), 2u);
   auto after = inspect_ok(*client, "sem");
   EXPECT_EQ(after.kind, LockKind::semaphore);
+  EXPECT_EQ(after.redis_type, "none") << "the claim outlived the forced unlock";
   EXPECT_FALSE(after.held());
   EXPECT_EQ(after.permits_limit, std::optional<long long>(5)) << "the size must survive";
   ASSERT_TRUE(eventually([&] { return two->lost() && one->lost(); }, scaled(3s)));

@@ -542,6 +542,22 @@ TEST_F(ReentrantMutexTest, WrongTypeBothWays) {
   EXPECT_TRUE(p2.ok()) << p2.error().what();
 }
 
+// A SharedMutex's hash (field kind) under the name is refused at once, not waited on as
+// another owner's hold.
+TEST_F(ReentrantMutexTest, AnotherKindsHashIsRefusedNotWaitedOn) {
+  dlock::SharedMutex shared(*client, "hash-kinds");
+  auto reading = shared.acquire_shared(no_wait());
+  ASSERT_TRUE(reading.ok()) << reading.error().what();
+  ReentrantMutex m(*client, "hash-kinds");
+  const auto started = SteadyClock::now();
+  auto r = m.acquire(dlock::WaitOptions{3000ms, 100ms});
+  EXPECT_EQ(r.code(), make_error_code(dlock::errc::wrong_type)) << (r.ok() ? "acquired" : r.error().what());
+  EXPECT_LT(SteadyClock::now() - started, 2000ms) << "it waited";
+  ASSERT_TRUE(reading->release().ok());
+  auto free = m.acquire(no_wait());
+  EXPECT_TRUE(free.ok()) << free.error().what();
+}
+
 }  // namespace
 
 // ------------------------------------------------------- leases follow their hold (issue #4)

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -745,6 +746,107 @@ TEST_F(SemaphoreTest, WrongTypeOnKeysOfAnotherKind) {
   }
 }
 
+// ---------------------------------------------------------------------- the name's claim
+
+dlock::LeaseOptions fixed(milliseconds ttl) {
+  dlock::LeaseOptions o;
+  o.mode = dlock::LeaseMode::fixed_ttl;
+  o.ttl = ttl;
+  return o;
+}
+
+// While a permit is held, P{N} is the Semaphore's claim on the name (a hash kind=Semaphore), so
+// every other kind of the same name is refused; the last release frees the name at once.
+TEST_F(SemaphoreTest, OtherKindsOfTheSameNameAreRefusedWhilePermitsAreHeld) {
+  const auto wrong = make_error_code(dlock::errc::wrong_type);
+  dlock::Semaphore sem(*client, "claimed", 2);
+  const std::string key = sem.key();
+  auto a = sem.acquire(1, no_wait());
+  auto b = sem.acquire(1, no_wait());
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(raw->cmd({"HGET", key, "kind"}), "Semaphore");
+
+  dlock::Mutex mutex(*client, "claimed");
+  dlock::FairLock fair(*client, "claimed");
+  dlock::ReentrantMutex reentrant(*client, "claimed");
+  dlock::SharedMutex shared(*client, "claimed");
+  dlock::MultiLock multi(*client, {"claimed", "claimed-other"});
+  auto refused = [&](const char* what, const dlock::Result<dlock::Lease>& r) {
+    EXPECT_EQ(r.code(), wrong) << what << ": " << (r.ok() ? std::string("acquired") : r.error().what());
+  };
+  refused("Mutex", mutex.acquire(no_wait()));
+  refused("Mutex, waiting", mutex.acquire(wait_for(300ms)));
+  refused("FairLock", fair.acquire(no_wait()));
+  refused("ReentrantMutex", reentrant.acquire(no_wait()));
+  refused("SharedMutex, writing", shared.acquire(no_wait()));
+  refused("SharedMutex, reading", shared.acquire_shared(no_wait()));
+  refused("MultiLock", multi.acquire(no_wait()));
+  EXPECT_EQ(raw->cmd({"HGET", key, "kind"}), "Semaphore") << "a refused kind wrote over the claim";
+  EXPECT_EQ(raw->cmd_int({"EXISTS", key_of("claimed-other")}), 0) << "the MultiLock kept a part";
+
+  ASSERT_TRUE(a->release().ok());
+  EXPECT_EQ(raw->cmd_int({"EXISTS", key}), 1) << "a permit is still held";
+  refused("Mutex, one permit left", mutex.acquire(no_wait()));
+  ASSERT_TRUE(b->release().ok());
+  EXPECT_EQ(raw->cmd_int({"EXISTS", key}), 0) << "the last release leaves the claim behind";
+  auto m = mutex.acquire(no_wait());
+  ASSERT_TRUE(m.ok()) << "the name is free at once: " << m.error().what();
+  EXPECT_EQ(sem.acquire(1, no_wait()).code(), wrong) << "and now the Mutex has it";
+}
+
+// The claim lives exactly as long as the permits zset: the longest permit's TTL, lengthened by
+// extensions (never shortened), and it expires with the permits of a holder that never released.
+TEST_F(SemaphoreTest, TheClaimExpiresWithTheLongestPermit) {
+  dlock::Semaphore lasting(*client, "claim-ttl", 3, fixed(3s));
+  dlock::Semaphore brief(*client, "claim-ttl", 3, fixed(600ms));
+  const std::string key = brief.key();
+  auto pttl = [&](const std::string& k) { return raw->cmd_int({"PTTL", k}); };
+  auto same_ttl = [&] { return std::abs(pttl(key) - pttl(key + ":permits")) <= 50; };
+
+  auto l = lasting.acquire(1, no_wait());
+  ASSERT_TRUE(l.ok());
+  auto b = brief.acquire(1, no_wait());
+  ASSERT_TRUE(b.ok());
+  EXPECT_GT(pttl(key), 2000) << "a shorter permit shortened the claim";
+  EXPECT_TRUE(same_ttl());
+  ASSERT_TRUE(l->extend(4s).ok());
+  EXPECT_GT(pttl(key), 3000) << "an extension left the claim behind";
+  EXPECT_TRUE(same_ttl());
+  ASSERT_TRUE(b->extend(1s).ok());
+  EXPECT_GT(pttl(key), 3000) << "a shorter extension shortened the claim";
+
+  // Neither holder releases: claim and zset go together when the longest permit ends.
+  ASSERT_TRUE(eventually([&] { return raw->cmd_int({"EXISTS", key + ":permits"}) == 0; }, scaled(10s)));
+  EXPECT_TRUE(eventually([&] { return raw->cmd_int({"EXISTS", key}) == 0; }, 200ms)) << "the claim outlived the permits";
+  EXPECT_TRUE(l->lost() && b->lost());
+}
+
+// Permits taken by a dlock that did not write the claim: the next acquisition writes it, with
+// the zset's TTL (not the new permit's shorter one), and a renewal never touches another
+// kind's key that took the name meanwhile.
+TEST_F(SemaphoreTest, AMissingClaimIsWrittenAndAnotherKindsKeyIsNotRenewed) {
+  dlock::Semaphore sem(*client, "claim-missing", 3, fixed(20s));
+  dlock::Semaphore brief(*client, "claim-missing", 3, fixed(2s));
+  const std::string key = sem.key();
+  auto old = sem.acquire(1, no_wait());
+  ASSERT_TRUE(old.ok());
+  ASSERT_EQ(raw->cmd({"DEL", key}), "1");
+  auto next = brief.acquire(1, no_wait());
+  ASSERT_TRUE(next.ok()) << next.error().what();
+  EXPECT_EQ(raw->cmd({"HGET", key, "kind"}), "Semaphore");
+  EXPECT_GT(raw->cmd_int({"PTTL", key}), 15000) << "the claim must outlive the older, longer permit";
+
+  // A foreign string under the name (as a Mutex writes) while permits are held: an extension
+  // renews the permits and leaves the string's TTL alone.
+  ASSERT_EQ(raw->cmd({"SET", key, "someone", "PX", "5000"}), "OK");
+  ASSERT_TRUE(old->extend(30s).ok());
+  EXPECT_LE(raw->cmd_int({"PTTL", key}), 5000) << "a Semaphore renewal lengthened another kind's key";
+  EXPECT_GT(raw->cmd_int({"PTTL", key + ":permits"}), 25000);
+  ASSERT_TRUE(old->release().ok());
+  ASSERT_TRUE(next->release().ok());
+  EXPECT_EQ(raw->cmd({"GET", key}), "someone") << "a Semaphore release deleted another kind's key";
+}
+
 // One permit, so one holder at a time: the Client's wait queue is keyed P{N}:permits, the first
 // key of sem_release, which the hold-back is keyed by.
 TEST_F(SemaphoreTest, ReleasingProcessLetsAWaiterElsewhereGoFirst) {
@@ -767,8 +869,8 @@ TEST_F(SemaphoreTest, ReleaseReportsTheSubscribersItNotified) {
   auto lease = sem.acquire(1, no_wait());
   ASSERT_TRUE(lease.ok());
   const auto& script = dlock::detail::scripts::sem_release;
-  EXPECT_EQ(raw->cmd({"EVAL", script.source, "2", key + ":permits", key + ":released", lease->owner(), key + ":ch",
-                      "30000", "1"}),
+  EXPECT_EQ(raw->cmd({"EVAL", script.source, "3", key + ":permits", key + ":released", key, lease->owner(),
+                      key + ":ch", "30000", "1"}),
             "3");
   EXPECT_EQ(raw->cmd_int({"ZCARD", key + ":permits"}), 0);
 }
