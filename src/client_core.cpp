@@ -401,7 +401,8 @@ void ClientCore::send_now(std::string payload, ReplyHandler done, const Script* 
   // Sentinel: until a sentinel has answered, commands wait in the (idle) connections; once
   // every sentinel has failed to, they fail fast with the reason.
   if (sentinel_ && !primary_known_ && discovery_failed_) return done(discovery_error_);
-  primary_->pick().send(Command{std::move(payload), std::move(done), {}, script});
+  Connection& c = primary_->pick_for(payload);
+  c.send(Command{std::move(payload), std::move(done), {}, script});
 }
 
 // Scripts from caller threads go through the same batched submission as every other command

@@ -94,7 +94,10 @@ struct ClientOptions {
   // own timeout on top (see ReplicationAck).
   milliseconds command_timeout{3000};
   // Command connections per node. Commands from all threads are pipelined over these; there is
-  // no connection per lock or per thread. The subscriber connection comes on top.
+  // no connection per lock or per thread. The subscriber connection comes on top. All commands
+  // of one lock (its keys share the hash tag {N}) take the same connection, chosen by the
+  // tag's hash slot, so the server runs them in the order they were sent; locks spread over the
+  // connections by name. Only while that connection is down does another carry them.
   unsigned connections_per_node = 1;
   // Sent as CLIENT SETNAME, so operators can see dlock clients in CLIENT LIST. Printable ASCII
   // ('!'..'~') only, as Redis requires; no spaces, tabs or other bytes. Empty: no SETNAME.

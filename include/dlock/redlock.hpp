@@ -29,8 +29,8 @@
 // where `sent` is when the acquire left (BootClock, this machine), so `now − sent` covers both
 // round trips. Lease::remaining() counts that validity down; every successful renewal restarts
 // it from the renewal's send time. A try that fails releases its owner token on every node,
-// each as soon as that node has answered the acquire (with connections_per_node >= 2 a release
-// sent earlier could overtake it); a node still unanswered when a held lease is released is
+// each as soon as that node has answered the acquire (a release sent earlier could overtake it
+// on another connection); a node still unanswered when a held lease is released is
 // released again once it answers.
 //
 // Renewal: the Lease is renewed by the watchdog of the FIRST node's Client (one scheduler,

@@ -152,13 +152,14 @@ void ClusterRouter::moved(std::uint16_t slot, const NodeEndpoint& to) {
 
 void ClusterRouter::send_to(const NodeEndpoint& ep, std::string payload, ReplyHandler done) {
   if (closed_) return done(Error(errc::shutdown, "client is shut down"));
-  node(ep).pick().send(Command{std::move(payload), std::move(done)});
+  Connection& c = node(ep).pick_for(payload);
+  c.send(Command{std::move(payload), std::move(done)});
 }
 
 void ClusterRouter::dispatch(const std::shared_ptr<Routed>& r) {
   if (closed_) return r->done(Error(errc::shutdown, "client is shut down"));
   Node* n = (r->slot && slots_[*r->slot] != nullptr) ? slots_[*r->slot] : any_node();
-  Connection& c = n->pick();
+  Connection& c = n->pick(r->slot);
   if (c.state() == Connection::State::down) {
     // The owner is unreachable: the command has not left, so it may wait for a new map (a
     // replica being promoted) within its deadline. Past it, the send below fails fast.
@@ -191,7 +192,7 @@ void ClusterRouter::handle(const std::shared_ptr<Routed>& r, Result<Reply>&& res
       return dispatch(r);
     }
     // ASK: this one command, on the importing node, preceded by ASKING on the same connection.
-    Connection& to = node(redirect->to).pick();
+    Connection& to = node(redirect->to).pick(r->slot);
     to.send(Command{format_command({"ASKING"}), [](Result<Reply>) {}});
     return to.send(Command{r->payload, [this, alive = std::weak_ptr<bool>(alive_), r](Result<Reply> again) {
                              if (alive.expired()) return r->done(std::move(again));

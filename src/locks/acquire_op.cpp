@@ -554,7 +554,8 @@ void ClientCore::fail_waiters(const Error& why, std::function<void()> drained) {
   if (drained) count = Countdown::make(1, std::move(drained));
   // A Mutex wait that ends gives its Client's place on the roll back; with `drained` its answer
   // is awaited (cleanup_started()), or a release that follows on another connection of the
-  // node (connections_per_node >= 2) could still find the place and name this Client.
+  // node (a lock's own connection is down, Node::pick) could still find the place and name
+  // this Client.
   {
     cleanups_ = count;
     struct Unset {  // whatever happens, cleanups sent later are not counted

@@ -1,8 +1,9 @@
 // AcquireAnswers: which masters have answered one Redlock try's acquire, so that the try's
 // cleanup (the release of its owner token) reaches each node only after that node's acquire.
 //
-// Why: with ClientOptions::connections_per_node >= 2 a release sent at once may leave on
-// another connection of the node than the acquire still in flight, and run first. It then
+// Why: a release sent at once may run before the acquire still in flight on that node. A lock's
+// commands share one of the node's connections (Node::pick), but while that one is down another
+// carries new ones, and the server may still run what it had read from the old one. It then
 // found nothing to release, and the acquire, arriving after it, took the key, which sat out its
 // TTL held by nobody (redlock_acquire.lua also refuses a key this owner left a tombstone for,
 // but a tombstone is not written where another owner's release marker is). So the release goes

@@ -118,9 +118,9 @@ void SharedMutex::start_write(WaitOptions wait, std::function<void(Result<Lease>
   req.on_wait = std::move(on_wait);
   if (intent) {
     // The tries in flight (on the loop thread only). The withdrawal below must not overtake the
-    // last try: a wait that ends at its deadline abandons a try still out, and with
-    // connections_per_node >= 2 the withdrawal may take another connection and run first; the
-    // try then left a fresh intent that kept readers out for a whole lease TTL.
+    // last try: a wait that ends at its deadline abandons a try still out, and the withdrawal
+    // may take another connection (the lock's own is down, Node::pick) and run first; the try
+    // then left a fresh intent that kept readers out for a whole lease TTL.
     struct Tries {
       unsigned out = 0;
       std::function<void()> then;  // the withdrawal, once none is out

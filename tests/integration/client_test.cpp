@@ -11,10 +11,12 @@
 #include <chrono>
 #include <condition_variable>
 #include <functional>
+#include <map>
 #include <future>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <stop_token>
 #include <string>
@@ -1148,6 +1150,85 @@ void hammer_and_count(unsigned connections_per_node, const std::string& name) {
 TEST(ClientConcurrency, SixteenThreadsShareOneConnection) { hammer_and_count(1, "dlock"); }
 
 TEST(ClientConcurrency, SixteenThreadsShareAFewConnections) { hammer_and_count(3, "dlock-pool"); }
+
+// With several connections, every command of one lock goes on the same one (its keys share the
+// hash tag, so one slot names it), and different locks spread over them: Redis then runs a lock's
+// commands in the order they were sent, so a waiter's withdrawal cannot overtake its own try,
+// nor a release the acquire before it. Seen from the server: MONITOR names each command's
+// connection.
+TEST(ClientConcurrency, OneLocksCommandsGoOnOneOfSeveralConnections) {
+  RedisServer server;
+  RawConnection admin(server);
+  ClientOptions o;
+  o.connections_per_node = 4;
+  o.client_name = "dlock-pinned";
+  Client c(server.url(), std::move(o));
+  ClientOptions other_options;
+  other_options.client_name = "dlock-holder";
+  Client other(server.url(), std::move(other_options));
+  ASSERT_TRUE(c.ping(3000ms).ok());
+  ASSERT_TRUE(other.ping(3000ms).ok());
+  RawConnection monitor(server);
+  ASSERT_EQ(monitor.cmd({"MONITOR"}), "OK");
+
+  const dlock::WaitOptions once{0ms, 100ms};
+  std::vector<std::string> names;
+  for (int i = 0; i < 12; ++i) names.push_back("pinned-" + std::to_string(i));
+  for (const auto& name : names) {
+    dlock::Mutex m(c, name);
+    for (int round = 0; round < 3; ++round) {
+      auto held = m.acquire(once);
+      ASSERT_TRUE(held.ok()) << describe(held);
+      ASSERT_TRUE(held->release().ok());
+    }
+  }
+  {
+    // A waiter: its tries, its place on the roll and its withdrawal, while another Client holds.
+    dlock::Mutex theirs(other, names[0]);
+    auto held = theirs.acquire(once);
+    ASSERT_TRUE(held.ok()) << describe(held);
+    dlock::Mutex mine(c, names[0]);
+    EXPECT_EQ(mine.acquire(dlock::WaitOptions{300ms, 100ms}).code(), make_error_code(errc::timeout));
+    ASSERT_TRUE(held->release().ok());
+    dlock::Semaphore sem(c, names[1], 2);  // a Semaphore's keys P{N}:permits... share the tag too
+    auto permit = sem.acquire(1, once);
+    ASSERT_TRUE(permit.ok()) << describe(permit);
+    ASSERT_TRUE(permit->release().ok());
+  }
+  ASSERT_TRUE(c.command({"SET", "monitor-end", "1"}).ok());
+
+  std::set<std::string> mine;  // the addresses of c's command connections
+  for (const auto& line : clients_named(admin, "dlock-pinned")) {
+    const auto at = line.find(" addr=");
+    ASSERT_NE(at, std::string::npos) << line;
+    mine.insert(line.substr(at + 6, line.find(' ', at + 6) - at - 6));
+  }
+  std::map<std::string, std::set<std::string>> used;  // lock name -> connections its scripts came on
+  int scripts = 0;
+  for (;;) {
+    const std::string line = monitor.next_reply();  // e.g. 1700000000.1 [0 127.0.0.1:5000] "EVALSHA" ...
+    if (contains(line, "\"monitor-end\"")) break;
+    const auto open = line.find('['), close = line.find(']');
+    if (open == std::string::npos || close == std::string::npos) continue;
+    const std::string where = line.substr(open + 1, close - open - 1);
+    const std::string addr = where.substr(where.find(' ') + 1);
+    if (!mine.count(addr)) continue;  // the other Client's, the subscriber's or a script's own
+    if (!contains(line, "\"EVALSHA\"") && !contains(line, "\"EVAL\"")) continue;
+    for (const auto& name : names) {
+      if (contains(line, "{" + name + "}")) {
+        used[name].insert(addr);
+        ++scripts;
+      }
+    }
+  }
+  EXPECT_GE(scripts, 12 * 6 + 3) << "MONITOR missed the scripts";
+  std::set<std::string> all;
+  for (const auto& name : names) {
+    EXPECT_EQ(used[name].size(), 1u) << name << "'s scripts came on " << used[name].size() << " connections";
+    all.insert(used[name].begin(), used[name].end());
+  }
+  EXPECT_GE(all.size(), 3u) << "12 locks should spread over the 4 connections";
+}
 
 // A command far larger than the socket's send buffer (24 MB) while other callers' commands queue
 // behind it: the write goes out in many pieces, the value comes back whole, and every small

@@ -111,6 +111,16 @@ std::vector<std::string> RawConnection::cmd_array(const std::vector<std::string>
   return out;
 }
 
+std::string RawConnection::next_reply() {
+  if (ctx_->err) throw std::runtime_error(std::string("RawConnection: connection is broken: ") + ctx_->errstr);
+  void* raw = nullptr;
+  if (redisGetReply(ctx_, &raw) != REDIS_OK || raw == nullptr) {
+    throw std::runtime_error(std::string("RawConnection: waiting for a reply: ") + ctx_->errstr);
+  }
+  ReplyPtr r(static_cast<redisReply*>(raw));
+  return render(r.get());
+}
+
 bool RawConnection::auth(const std::string& user, const std::string& password) {
   std::vector<std::string> args = {"AUTH"};
   if (!user.empty()) args.push_back(user);

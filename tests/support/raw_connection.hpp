@@ -40,6 +40,9 @@ class RawConnection {
   std::vector<std::string> cmd_array(const std::vector<std::string>& args);
   // AUTH user password (AUTH password if `user` is empty). True on OK.
   bool auth(const std::string& user, const std::string& password);
+  // The next reply the server sends unasked (after MONITOR or SUBSCRIBE), rendered as by cmd().
+  // Throws std::runtime_error when none comes within the timeout.
+  std::string next_reply();
 
  private:
   redisReply* run(const std::vector<std::string>& args);  // never null; caller frees
