@@ -97,7 +97,10 @@ struct ClientOptions {
   // no connection per lock or per thread. The subscriber connection comes on top. All commands
   // of one lock (its keys share the hash tag {N}) take the same connection, chosen by the
   // tag's hash slot, so the server runs them in the order they were sent; locks spread over the
-  // connections by name. Only while that connection is down does another carry them.
+  // connections by name. Only while that connection is down does another carry them. So one
+  // hot lock gets one connection's pipeline (and max_queued_commands), and waits for that
+  // connection while it reconnects. A try with replication_ack goes on the acknowledgement
+  // connection instead (its WAIT must follow it there).
   unsigned connections_per_node = 1;
   // Sent as CLIENT SETNAME, so operators can see dlock clients in CLIENT LIST. Printable ASCII
   // ('!'..'~') only, as Redis requires; no spaces, tabs or other bytes. Empty: no SETNAME.

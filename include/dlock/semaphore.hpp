@@ -15,8 +15,9 @@
 //                  2 x command_timeout + connect_timeout + reconnect.max + 1 s (12 s with the
 //                  default ClientOptions) of the releasing Client.
 //   P{N}:ch        pub/sub channel: "released" after each release, "resized" after set_permits().
-//   P{N}           hash: kind = "Semaphore", while any permit is held (it expires with
-//                  P{N}:permits and is deleted with the last permit). It claims the name: a
+//   P{N}           hash: kind = "Semaphore", while any permit is held: its TTL is the longest
+//                  live permit's, and a release of the last live one deletes it. It claims
+//                  the name (so every process using the name must run a dlock that writes it): a
 //                  Mutex, FairLock, ReentrantMutex, SharedMutex or MultiLock of the same name is
 //                  refused with errc::wrong_type while permits are held. Any other value there:
 //                  a lock of another kind uses the name, and the Semaphore reports

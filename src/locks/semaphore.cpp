@@ -110,7 +110,7 @@ AcquireRequest Semaphore::request(std::size_t k, WaitOptions wait) const {
   spec->keys = {key_, key_ + ":permits", key_ + ":limit", key_ + ":fence"};
   spec->extra_args = {count, std::to_string(initial_permits_)};
   spec->hold.renew = &scripts::sem_renew;
-  spec->hold.renew_keys = {key_ + ":permits", key_};  // the zset first: a fixed-TTL lease's check reads it
+  spec->hold.renew_keys = {key_ + ":permits", key_};  // sem_renew.lua: the zset, then the claim
   spec->hold.renew_extra = {count};
   spec->hold.release = &scripts::sem_release;
   spec->hold.release_keys = {key_ + ":permits", key_ + ":released", key_};

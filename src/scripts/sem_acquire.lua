@@ -1,7 +1,7 @@
 -- Take k permits of a Semaphore at once, if that keeps the number of live permits <= the limit.
 -- KEYS[1]  P{N}           hash: kind = 'Semaphore', while any permit is held; it claims the name,
---                          so a lock of another kind under it is refused (or waits). Lives as long
---                          as KEYS[2]. Any other value: another kind's lock has the name.
+--                          so a lock of another kind under it is refused. Its TTL is the longest
+--                          live permit's. Any other value: another kind's lock has the name.
 -- KEYS[2]  P{N}:permits   zset: permit id -> expiry (server ms, from TIME)
 -- KEYS[3]  P{N}:limit     string: the number of permits N (no TTL)
 -- KEYS[4]  P{N}:fence     counter of acquisitions (no TTL, never deleted)
@@ -70,16 +70,16 @@ if held + k <= limit then
   else
     redis.call('PEXPIRE', KEYS[2], ttl, 'GT')
   end
-  -- The name's claim P{N} expires with the zset. It is missing while permits are held only
-  -- where they were taken by a dlock that did not write it (before 2026-12): it then takes the
-  -- zset's TTL, which a PEXPIRE -1 would turn into a DEL, hence the guard.
+  -- The name's claim P{N} lives exactly as long as the longest live permit (the highest score),
+  -- so it never outlasts them: not the zset's TTL, which a released long permit may have set.
+  -- held == 0: these are the only live permits. The claim is missing while permits are held
+  -- only where an older dlock, which did not write it, took them.
   if base == 'none' then redis.call('HSET', KEYS[1], 'kind', 'Semaphore') end
   if held == 0 then
     redis.call('PEXPIRE', KEYS[1], ttl)
-  elseif base == 'none' then
-    redis.call('PEXPIRE', KEYS[1], math.max(ttl, redis.call('PTTL', KEYS[2])))
   else
-    redis.call('PEXPIRE', KEYS[1], ttl, 'GT')
+    local last = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')
+    redis.call('PEXPIRE', KEYS[1], string.format('%d', tonumber(last[2]) - now))
   end
   local free = math.max(0, limit - held - k)
   if free > 0 or held == 0 then return {1, token, free} end

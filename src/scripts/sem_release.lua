@@ -2,8 +2,8 @@
 -- KEYS[1]  P{N}:permits   zset: permit id -> expiry (server ms)
 -- KEYS[2]  P{N}:released  zset: owner token -> when it released (server ms), for idempotence;
 --          the newest 10,000 within ARGV[3] (src/locks/release_memory.hpp)
--- KEYS[3]  P{N}           hash: kind = 'Semaphore', the name's claim; deleted with the last
---          permit (optional)
+-- KEYS[3]  P{N}           hash: kind = 'Semaphore', the name's claim (sem_acquire.lua): its TTL
+--          becomes the longest live permit's, and it is deleted with the last one (optional)
 -- ARGV[1]  owner token
 -- ARGV[2]  the semaphore's channel  P{N}:ch
 -- ARGV[3]  how long a release is remembered, in milliseconds
@@ -31,10 +31,15 @@ for i = 1, k do
     live = false
   end
 end
--- The last permit gone (Redis deletes an empty zset), the name is free for any kind at once,
--- not when the claim's TTL (the longest permit's) runs out.
-if found and KEYS[3] and redis.call('EXISTS', KEYS[1]) == 0 and redis.pcall('HGET', KEYS[3], 'kind') == 'Semaphore' then
-  redis.call('DEL', KEYS[3])
+-- The claim follows the longest live permit: with the last one gone (released, or expired and
+-- not yet reclaimed), the name is free for any kind at once. Only a Semaphore's claim.
+if found and KEYS[3] and redis.pcall('HGET', KEYS[3], 'kind') == 'Semaphore' then
+  local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
+  if last[2] and tonumber(last[2]) > now then
+    redis.call('PEXPIRE', KEYS[3], string.format('%d', tonumber(last[2]) - now))
+  else
+    redis.call('DEL', KEYS[3])
+  end
 end
 if found and live then
   redis.pcall('ZREMRANGEBYSCORE', KEYS[2], '-inf', now - keep)

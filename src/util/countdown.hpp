@@ -6,6 +6,7 @@
 // all, so that an answer that comes back at once cannot end the count early.
 #pragma once
 
+#include <cassert>
 #include <cstddef>
 #include <functional>
 #include <memory>
@@ -15,7 +16,10 @@ namespace dlock::detail {
 
 class Countdown {
  public:
-  Countdown(std::size_t left, std::function<void()> then) : left_(left), then_(std::move(then)) {}
+  // left >= 1: a count of 0 would never run `then`.
+  Countdown(std::size_t left, std::function<void()> then) : left_(left), then_(std::move(then)) {
+    assert(left_ > 0);
+  }
 
   // Shared by the answers' handlers, each of which calls done() once.
   static std::shared_ptr<Countdown> make(std::size_t left, std::function<void()> then) {

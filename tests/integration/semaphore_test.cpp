@@ -821,6 +821,27 @@ TEST_F(SemaphoreTest, TheClaimExpiresWithTheLongestPermit) {
   EXPECT_TRUE(l->lost() && b->lost());
 }
 
+// A release leaves the claim as long as the longest permit still live, not as long as the zset,
+// whose TTL a released long permit set: once the last live permit ends unreleased (its holder
+// died), other kinds may take the name, though the zset with its expired entry lives on.
+TEST_F(SemaphoreTest, AReleaseShrinksTheClaimToTheLongestPermitLeft) {
+  dlock::Semaphore lasting(*client, "claim-shrinks", 3, fixed(30s));
+  dlock::Semaphore brief(*client, "claim-shrinks", 3, fixed(800ms));
+  const std::string key = brief.key();
+  auto l = lasting.acquire(1, no_wait());
+  auto b = brief.acquire(1, no_wait());
+  ASSERT_TRUE(l.ok() && b.ok());
+  EXPECT_GT(raw->cmd_int({"PTTL", key}), 25000);
+  ASSERT_TRUE(l->release().ok());
+  EXPECT_LE(raw->cmd_int({"PTTL", key}), 800) << "the claim kept the released permit's TTL";
+  EXPECT_GT(raw->cmd_int({"PTTL", key}), 0);
+  EXPECT_GT(raw->cmd_int({"PTTL", key + ":permits"}), 25000) << "(the zset's TTL only grows)";
+  dlock::Mutex mutex(*client, "claim-shrinks");
+  ASSERT_TRUE(eventually([&] { return raw->cmd_int({"EXISTS", key}) == 0; }, scaled(5s)));
+  auto m = mutex.acquire(no_wait());
+  EXPECT_TRUE(m.ok()) << "the name is free once no permit is live: " << m.error().what();
+}
+
 // Permits taken by a dlock that did not write the claim: the next acquisition writes it, with
 // the zset's TTL (not the new permit's shorter one), and a renewal never touches another
 // kind's key that took the name meanwhile.
