@@ -1032,8 +1032,12 @@ int callbacks_run_by_the_caller(bool callers_run_loop, int tries, bool stop_at_f
   return on_caller;
 }
 
+// Whether the caller or the own thread gets the loop first in one try is up to the scheduler:
+// on this 2-vCPU VM in its slow mode the caller won about one try in 15 (20 tries all went to the
+// own thread in 5 of 20 runs, with or without other load). 200 tries, stopping at the first the
+// caller wins, keep a working hand-over from ever looking broken; a broken one never wins.
 TEST(ClientLoop, ABlockingCallRunsTheLoopOnItsThreadWhileItWaits) {
-  EXPECT_GT(callbacks_run_by_the_caller(true, 20, true), 0);
+  EXPECT_GT(callbacks_run_by_the_caller(true, 200, true), 0);
 }
 
 TEST(ClientLoop, WithCallersRunLoopOffOnlyTheClientsThreadRunsIt) {
