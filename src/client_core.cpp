@@ -502,8 +502,33 @@ void ClientCore::release_held(const std::shared_ptr<std::promise<void>>& release
   one_done();
 }
 
+void ClientCore::await_held_release() const {
+  if (on_loop_thread()) return;  // step 1 runs on this thread: it cannot be awaited here
+  std::shared_future<void> released;
+  std::chrono::steady_clock::time_point until;
+  {
+    std::lock_guard lock(shutdown_mu_);
+    released = held_released_;
+    until = held_release_deadline_;
+  }
+  if (released.valid()) (void)released.wait_until(until);
+}
+
 void ClientCore::shutdown() {
-  if (shut_down_.exchange(true)) return;
+  auto released = std::make_shared<std::promise<void>>();
+  std::shared_future<void> done;
+  {
+    // Published before shut_down_, so a Lease::release() that sees the shutdown also sees what
+    // to wait for (await_held_release).
+    std::lock_guard lock(shutdown_mu_);
+    if (shut_down_.load()) return;
+    if (thread_.joinable() && !on_loop_thread()) {
+      done = released->get_future().share();
+      held_released_ = done;
+      held_release_deadline_ = std::chrono::steady_clock::now() + options_.shutdown_timeout;
+    }
+    shut_down_.store(true);
+  }
   if (!thread_.joinable()) return;
   if (on_loop_thread()) {
     // Destroyed from one of its own callbacks: the loop cannot wait for itself. Close at once;
@@ -517,8 +542,6 @@ void ClientCore::shutdown() {
   //    In that order because a release hands a FairLock straight to the head of its queue (and
   //    names the next Client on a Mutex's roll): a waiter of this Client still queued was given
   //    the lock, which then sat out its TTL with nobody holding it.
-  auto released = std::make_shared<std::promise<void>>();
-  auto done = released->get_future();
   asio::post(io_, [this, released] {
     // The releases go out once every wait has cleaned up, or after half the shutdown's time
     // at the latest: a cleanup stuck on one node (a paused Cluster primary) must not keep the

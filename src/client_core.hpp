@@ -72,6 +72,11 @@ class ClientCore : public std::enable_shared_from_this<ClientCore>, public Conne
   // True on the thread that runs the loop now (the own thread, or a caller running it).
   bool on_loop_thread() const noexcept override;
   bool is_shut_down() const noexcept { return shut_down_.load(); }
+  // After is_shut_down(): blocks until the shutdown's step 1 has released the leases still held
+  // (or its time is up), so that a Lease::release() made meanwhile on another thread learns
+  // whether its key went instead of leaving it to its TTL. Returns at once on the loop thread
+  // and when the shutdown releases nothing (it ran on the loop thread).
+  void await_held_release() const;
   // For messages and the database number: the server (standalone), the first seed (Cluster) or
   // the first sentinel with the primary's database (Sentinel). Fixed for the Client's life.
   const ServerAddress& address() const noexcept { return address_; }
@@ -187,6 +192,10 @@ class ClientCore : public std::enable_shared_from_this<ClientCore>, public Conne
   std::atomic<int> blocked_callers_{0};      // callers in a blocking wait (SyncWait) now
   std::atomic<bool> shut_down_{false};
   std::atomic<bool> keyspace_events_{false};
+  // Set by shutdown() before shut_down_ (under shutdown_mu_): step 1's end, and its deadline.
+  mutable std::mutex shutdown_mu_;
+  std::shared_future<void> held_released_;
+  std::chrono::steady_clock::time_point held_release_deadline_;
 
   std::unique_ptr<Node> primary_;             // standalone and Sentinel
   std::unique_ptr<Node> ack_node_;            // ReplicationAck's own connection, made on first use

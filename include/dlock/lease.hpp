@@ -79,8 +79,11 @@ class Lease {
   // costs a release a few milliseconds, an unreachable server blocks it that long. A repeated
   // release of the same lease is harmless and reports success. Errors: lock_lost (the lock was
   // no longer ours: someone else may have held it in the meantime), connection/timeout (still
-  // unknown after the retries; the key expires at its TTL), shutdown (the Client is gone),
-  // called_from_event_loop (sent, but its outcome not awaited).
+  // unknown after the retries; the key expires at its TTL), shutdown (the Client is gone and
+  // the key was left to its TTL), called_from_event_loop (sent, but its outcome not awaited).
+  // While the Client shuts down on another thread (~Client), the shutdown releases every lease
+  // still held: this call then waits for that, up to ClientOptions::shutdown_timeout, and
+  // returns its outcome (success when the key was deleted).
   // If release() is the first to find the lease lost, it returns lock_lost and on_lost does
   // not run (the caller is told directly).
   // Not guaranteed: a retried release that finds the lock neither held nor marked as released

@@ -90,6 +90,42 @@ Result<Reply> run_blocking(const std::shared_ptr<LeaseRecord>& rec, const detail
 Result<void> extend_record(const std::shared_ptr<LeaseRecord>& rec, milliseconds ttl);
 Result<void> release_parts(const std::shared_ptr<LeaseRecord>& parent);
 
+// A release once the Client shuts down. Its step 1 releases every lease still held
+// (ClientCore::shutdown); a release of our own could not be sent any more, and taking the lease
+// out of step 1's hands (begin_release) would leave its key to sit out its TTL. So this waits
+// for step 1 and reports what became of the records it releases: this one, the hold of a take
+// (ReentrantMutex), or the parts of a hold in parts.
+Result<void> release_at_shutdown(const std::shared_ptr<LeaseRecord>& rec) {
+  using State = LeaseRecord::State;
+  rec->core->await_held_release();
+  std::vector<const LeaseRecord*> released_by_shutdown;
+  if (rec->hold) released_by_shutdown.push_back(rec->hold.get());
+  else if (!rec->parts.empty()) {
+    for (const auto& part : rec->parts) released_by_shutdown.push_back(part.get());
+  } else released_by_shutdown.push_back(rec.get());
+  bool lost = false;
+  bool all_released = true;
+  bool untouched = false;  // step 1 did not release it (its time ran out first)
+  for (const LeaseRecord* r : released_by_shutdown) {
+    const State s = r->state();
+    lost = lost || s == State::lost;
+    all_released = all_released && s == State::released;
+    untouched = untouched || s == State::held;
+  }
+  // This record, when step 1 did not act on it, is settled here (once).
+  const bool own = rec->begin_release();
+  if (own && !rec->hold && rec->parts.empty()) rec->core->active_leases_.fetch_sub(1);
+  if (own) rec->finish_release();
+  if (lost || rec->state() == State::lost) {
+    return Error(errc::lock_lost, describe(*rec) + " was lost before it was released");
+  }
+  if (all_released) return {};
+  return Error(errc::shutdown, "client is shut down; " + describe(*rec) +
+                                   (untouched ? " expires at its TTL"
+                                              : ": its release at shutdown was not answered; if it did not arrive, "
+                                                "the key expires at its TTL"));
+}
+
 }  // namespace
 
 Result<void> Lease::extend(milliseconds ttl) {
@@ -162,6 +198,7 @@ Result<void> Lease::release() noexcept {
     auto rec = rec_;
     const auto state = rec->state();
     if (state == LeaseRecord::State::released) return {};
+    if (rec->core->is_shut_down()) return release_at_shutdown(rec);
     if (!rec->begin_release()) {
       if (state == LeaseRecord::State::lost || rec->state() == LeaseRecord::State::lost) {
         return Error(errc::lock_lost, describe(*rec) + " was lost before it was released");
@@ -170,7 +207,7 @@ Result<void> Lease::release() noexcept {
     }
     // A take is counted through its hold; a hold in parts through its parts.
     if (!rec->hold && rec->parts.empty()) rec->core->active_leases_.fetch_sub(1);
-    if (rec->core->is_shut_down()) {
+    if (rec->core->is_shut_down()) {  // it began after the check above
       rec->finish_release();
       return Error(errc::shutdown, "client is shut down; " + describe(*rec) + " expires at its TTL");
     }

@@ -21,6 +21,7 @@
 
 #include "dlock/dlock.hpp"
 #include "support/fairness_rounds.hpp"
+#include "support/fault_proxy.hpp"
 #include "support/lock_helpers.hpp"
 #include "support/process.hpp"
 #include "support/raw_connection.hpp"
@@ -1197,6 +1198,52 @@ TEST_F(MutexTest, DestroyingClientFailsPendingAcquireWithShutdown) {
   std::lock_guard g(out->mu);
   EXPECT_EQ(*out->code, make_error_code(dlock::errc::shutdown)) << out->code->message();
   EXPECT_EQ(get(holder.key()), held->owner());
+}
+
+// 15c. A lease released on another thread while its Client shuts down is released by the
+// shutdown (its step 1), not left to its TTL: release() waits for that and reports success.
+// Before, it returned errc::shutdown at once and took the lease out of the shutdown's hands,
+// so its key sat out its TTL. The worker's wait is what the shutdown fails first; the slow link
+// (300 ms each way) keeps step 1 going for over a second after that, while the worker releases
+// a Mutex lease and a ReentrantMutex take (released through its hold).
+TEST_F(MutexTest, ALeaseReleasedWhileItsClientShutsDownIsReleasedNotLeftToItsTtl) {
+  dlock::test::FaultProxy proxy("127.0.0.1", server->port());
+  dlock::ClientOptions options;
+  options.shutdown_timeout = 6000ms;
+  auto going = std::make_unique<dlock::Client>(proxy.url(), options);
+  dlock::Mutex plain(*going, "shutdown-release-plain");
+  dlock::ReentrantMutex reentrant(*going, "shutdown-release-reentrant");
+  auto plain_lease = plain.acquire(no_wait());
+  ASSERT_TRUE(plain_lease.ok()) << plain_lease.error().what();
+  auto take = reentrant.acquire(no_wait());
+  ASSERT_TRUE(take.ok()) << take.error().what();
+  dlock::Mutex holder(*client, "shutdown-release-busy");
+  auto busy = holder.acquire(no_wait());
+  ASSERT_TRUE(busy.ok()) << busy.error().what();
+
+  dlock::Mutex waiting(*going, "shutdown-release-busy");
+  struct Outcome {
+    std::error_code wait, plain, take;
+  };
+  std::promise<Outcome> outcome;
+  std::thread worker([&] {
+    Outcome o;
+    o.wait = waiting.acquire(dlock::WaitOptions{std::nullopt, 30000ms}).code();
+    o.plain = plain_lease->release().code();
+    o.take = take->release().code();
+    outcome.set_value(o);
+  });
+  ASSERT_TRUE(eventually([&] { return subscribers(*raw, "shutdown-release-busy") >= 1; }, 3000ms));
+  proxy.delay(300ms);
+  going.reset();
+  worker.join();
+  const Outcome o = outcome.get_future().get();
+  EXPECT_EQ(o.wait, make_error_code(dlock::errc::shutdown)) << o.wait.message();
+  EXPECT_FALSE(o.plain) << o.plain.message();
+  EXPECT_FALSE(o.take) << o.take.message();
+  EXPECT_EQ(exists(plain.key()), 0) << "the Mutex lease was left to its TTL";
+  EXPECT_EQ(exists(reentrant.key()), 0) << "the ReentrantMutex hold was left to its TTL";
+  EXPECT_TRUE(busy->release().ok());
 }
 
 // 16. Blocking calls from the event-loop thread fail instead of deadlocking.
