@@ -96,6 +96,33 @@ ParsedArgs parse_args(const std::vector<std::string>& args, const std::vector<Op
   return out;
 }
 
+bool option_given(const std::vector<std::string>& args, const std::vector<OptionSpec>& specs, std::string_view name,
+                  std::optional<std::size_t> command_after) {
+  std::size_t positionals = 0;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--") return false;
+    if (a.size() <= 1 || a[0] != '-') {
+      if (command_after && positionals >= *command_after) return false;  // the command begins
+      ++positionals;
+      continue;
+    }
+    const OptionSpec* spec = nullptr;
+    bool inline_value = false;
+    if (a.rfind("--", 0) == 0) {
+      const auto eq = a.find('=');
+      spec = find_long(specs, std::string_view(a).substr(0, eq));
+      inline_value = eq != std::string::npos;
+    } else if (a.size() == 2) {
+      spec = find_short(specs, a[1]);
+    }
+    if (spec == nullptr) continue;
+    if (spec->name == name && !inline_value) return true;
+    if (spec->takes_value && !inline_value) ++i;  // its value, whatever it looks like
+  }
+  return false;
+}
+
 std::chrono::milliseconds parse_duration_arg(std::string_view option, std::string_view text) {
   auto d = dlock::parse_duration(text);
   if (!d) throw UsageError(std::string(option) + ": " + d.error().what() + " (examples: 250ms, 30s, 5m, 1m30s)");

@@ -49,6 +49,15 @@ struct ParsedArgs {
 ParsedArgs parse_args(const std::vector<std::string>& args, const std::vector<OptionSpec>& specs,
                       std::string_view command, std::optional<std::size_t> command_after = std::nullopt);
 
+// option_given()
+//
+// True when `name` (a flag of `specs`) is given as an option in `args`, read as parse_args
+// would read them but without throwing: an unknown option counts as a flag, an option's value
+// is not an option, and nothing after "--" or the start of the command is. For a usage error:
+// whether it is to be reported as JSON ("--prefix --json" gives the prefix "--json").
+bool option_given(const std::vector<std::string>& args, const std::vector<OptionSpec>& specs, std::string_view name,
+                  std::optional<std::size_t> command_after = std::nullopt);
+
 // A duration option through dlock::parse_duration; UsageError names the option on failure.
 std::chrono::milliseconds parse_duration_arg(std::string_view option, std::string_view text);
 // A lease length (--ttl, --grace): as parse_duration_arg, and at most dlock::max_duration (100

@@ -52,7 +52,13 @@ ParsedArgs Context::parse(const std::vector<std::string>& args, const std::vecto
   std::vector<OptionSpec> all = specs;
   const auto& globals = global_option_specs();
   all.insert(all.end(), globals.begin(), globals.end());
-  ParsedArgs parsed = parse_args(args, all, command_, command_after);
+  ParsedArgs parsed;
+  try {
+    parsed = parse_args(args, all, command_, command_after);
+  } catch (const UsageError&) {
+    if (option_given(args, all, "--json", command_after)) g_.json = true;  // reported as JSON too
+    throw;
+  }
   apply_globals(parsed, g_);
   if (parsed.has("--help")) {
     std::fputs(std::string(command_help(command_)).c_str(), stdout);

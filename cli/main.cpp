@@ -50,7 +50,13 @@ int run_cli(Context& ctx, const std::vector<std::string>& argv) {
   }
   auto specs = global_option_specs();
   specs.push_back({"--version", 0, false});
-  ParsedArgs globals = parse_args(before, specs, "");
+  ParsedArgs globals;
+  try {
+    globals = parse_args(before, specs, "");
+  } catch (const UsageError&) {
+    if (option_given(before, specs, "--json")) ctx.globals().json = true;  // reported as JSON too
+    throw;
+  }
   apply_globals(globals, ctx.globals());
   if (globals.has("--version")) {
     print_version(ctx);
@@ -77,6 +83,8 @@ int run_cli(Context& ctx, const std::vector<std::string>& argv) {
       return c.fn(ctx, rest);
     }
   }
+  // Only the global options are known here: a --json among them asks for a JSON report.
+  if (option_given(rest, global_option_specs(), "--json")) ctx.globals().json = true;
   throw UsageError("unknown command '" + command + "'");
 }
 
@@ -91,11 +99,7 @@ int main(int argc, char** argv) {
   } catch (const ExitNow& e) {
     return e.code;
   } catch (const UsageError& e) {
-    // --json anywhere before "--": the usage error is reported as JSON too.
-    for (const auto& a : args) {
-      if (a == "--") break;
-      if (a == "--json") ctx.globals().json = true;
-    }
+    // A --json given as an option was applied where the error was found (option_given).
     const std::string hint = ctx.command().empty() ? "dlock --help" : "dlock " + ctx.command() + " --help";
     return ctx.fail(exit_code::usage, "usage", std::string(e.what()) + " (see '" + hint + "')");
   } catch (const std::exception& e) {

@@ -15,6 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <chrono>
@@ -1222,6 +1223,44 @@ TEST_F(CliTest, DoctorTellsWhichKeyspaceEventsWakeWaiters) {
 }
 
 // Every command's --json output, success or failure, is one parseable JSON object.
+// A usage error is reported as JSON when --json is given as an option, wherever the error is
+// found, and as text when "--json" is only an option's value or the command's own argument.
+// Before, any "--json" before "--" counted: "--prefix --json" and "run x echo --json" gave JSON.
+TEST_F(CliTest, AUsageErrorIsJsonOnlyWhenJsonIsGivenAsAnOption) {
+  const std::vector<std::vector<std::string>> as_json = {
+      {"status", "--bogus", "--json"},             // the parse fails before --json is read
+      {"--json", "status", "--bogus"},
+      {"frobnicate", "--json"},                    // unknown command: only global options known
+      {"acquire", "x", "--json"},                  // found after the parse (--ttl missing)
+      {"--json", "run", "--wait", "5x", "x", "echo"},
+  };
+  const std::vector<std::vector<std::string>> as_text = {
+      {"--prefix", "--json"},                      // the prefix "--json", then no command
+      {"status", "--bogus", "--prefix", "--json"},
+      {"run", "--wait", "5x", "x", "echo", "--json"},  // the command's own argument
+      {"run", "x", "--kind", "bogus", "--", "echo", "--json"},
+  };
+  auto joined = [](const std::vector<std::string>& args) {
+    std::string j;
+    for (const auto& a : args) j += a + " ";
+    return j;
+  };
+  for (const auto& args : as_json) {
+    auto r = dlock(args);
+    EXPECT_EQ(r.exit_code, 64) << joined(args) << describe(r);
+    // run's outcome object is the last line of stderr (stdout is the command's).
+    const bool run = std::find(args.begin(), args.end(), "run") != args.end();
+    auto j = parse_json(run ? last_line(r.err) : r.out, "dlock " + joined(args));
+    EXPECT_EQ(j["error"].str(), "usage") << joined(args);
+  }
+  for (const auto& args : as_text) {
+    auto r = dlock(args);
+    EXPECT_EQ(r.exit_code, 64) << joined(args) << describe(r);
+    EXPECT_TRUE(r.out.empty()) << "dlock " << joined(args) << "printed " << r.out;
+    EXPECT_EQ(r.err.rfind("dlock", 0), 0u) << "not a text report: " << joined(args) << describe(r);
+  }
+}
+
 TEST_F(CliTest, EveryJsonOutputParses) {
   auto acquired = dlock({"--json", "acquire", "j", "--ttl", "30s"});
   const std::string owner = parse_json(acquired.out, "acquire")["owner"].str();
