@@ -163,7 +163,7 @@ int cmd_acquire(Context& ctx, const Args& args) {
                                     : LockTarget(ctx.client(), name, spec, lo);
   WaitOutcome w = wait_for_lock(ctx, target, wait, signals);
   if (w.signal != 0) {
-    ctx.fail(128 + w.signal, "interrupted", "interrupted while waiting for lock '" + name + "'; nothing is held");
+    ctx.fail(128 + w.signal, "interrupted", "interrupted while waiting for lock '" + name + "'; " + held_after_signal(w));
     return 128 + w.signal;
   }
   if (!w.lease) return ctx.fail(w.error, Phase::acquiring);

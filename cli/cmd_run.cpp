@@ -319,7 +319,7 @@ int cmd_run(Context& ctx, const Args& args) {
     report.signal = w.signal;
     report.exit_code = 128 + w.signal;
     report.message = "interrupted by " + signal_name(w.signal) + " while waiting for lock '" + s.name +
-                     "'; nothing is held";
+                     "'; " + held_after_signal(w);
     return finish(ctx, s, report);
   }
   if (!w.lease) {

@@ -83,12 +83,35 @@ class StatusLine {
 // that attempt took the lock, the library releases it (as an unwanted lease) when the reply
 // arrives -- but only while the Client lives, and the CLI is about to exit. Replies on the
 // Client's connection come in order, so after one PING round trip the attempt's reply has been
-// handled (and any release of it queued), and after a second one that release has been
-// answered. Without this, a SIGTERM racing a release left the lock taken until its TTL.
-void settle_cancelled_attempt(dlock::Client& client) {
-  for (int i = 0; i < 2; ++i) {
-    if (!client.command({"PING"})) return;
-  }
+// handled (and any release of it queued), and after a second one, sent then, that release has
+// been answered. Without this, a SIGTERM racing a release left the lock taken until its TTL.
+// Bounded like lock_seen (a second, or the command timeout if shorter): a server that does not
+// answer cannot be settled with, and a signal must not wait a command timeout for it twice.
+// True when both round trips were answered.
+bool settle_cancelled_attempt(dlock::Client& client) {
+  struct Settled {
+    std::mutex mu;
+    std::condition_variable cv;
+    int answered = 0;
+    bool failed = false;
+  };
+  auto settled = std::make_shared<Settled>();  // outlives this call: late replies land here
+  auto on_reply = [settled](const dlock::Result<dlock::Reply>& r) {
+    {
+      std::lock_guard lock(settled->mu);
+      if (r.ok()) ++settled->answered;
+      else settled->failed = true;
+    }
+    settled->cv.notify_all();
+  };
+  client.async_command({"PING"}, [&client, settled, on_reply](dlock::Result<dlock::Reply> r) {
+    on_reply(r);
+    if (r.ok()) client.async_command({"PING"}, on_reply);  // on the loop thread: never blocks
+  });
+  const milliseconds bound = std::min(milliseconds(1000), client.options().command_timeout);
+  std::unique_lock lock(settled->mu);
+  settled->cv.wait_for(lock, bound, [&] { return settled->answered == 2 || settled->failed; });
+  return settled->answered == 2;
 }
 
 struct Pending {
@@ -243,9 +266,17 @@ WaitOutcome wait_for_lock(Context& ctx, LockTarget& target, std::optional<millis
     }
     // not_replicated: the library took the lock, then sent its release (fail closed) and
     // reported at once; the same wait makes sure that release is not dropped as we exit.
-    if (out.signal != 0 || out.error.code == dlock::errc::not_replicated) settle_cancelled_attempt(ctx.client());
+    if (out.signal != 0 || out.error.code == dlock::errc::not_replicated) {
+      out.unsettled = !settle_cancelled_attempt(ctx.client()) && out.signal != 0;
+    }
   }
   return out;
+}
+
+std::string held_after_signal(const WaitOutcome& w) {
+  if (!w.unsettled) return "nothing is held";
+  return "nothing was acquired, but the server did not answer in time: a try still in flight may have taken "
+         "the lock, which then expires at its TTL";
 }
 
 }  // namespace dlock::cli

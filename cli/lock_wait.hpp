@@ -18,9 +18,15 @@ namespace dlock::cli {
 struct WaitOutcome {
   std::optional<dlock::Lease> lease;  // acquired
   dlock::Error error;                 // not acquired (busy, timeout, connection...)
-  int signal = 0;                     // interrupted by this signal; nothing is held
+  int signal = 0;                     // interrupted by this signal (see held_after_signal)
+  // Interrupted: the server did not answer the settling round trips in time, so a try that was
+  // still in flight may have taken the lock, and its release was not confirmed.
+  bool unsettled = false;
   std::chrono::milliseconds waited{0};
 };
+
+// What an interrupted wait leaves: "nothing is held", or why that is not certain.
+std::string held_after_signal(const WaitOutcome& w);
 
 // Acquires `target`, waiting up to `wait` (nullopt: forever; zero: one attempt). `signals` must
 // carry SIGINT, SIGTERM and SIGHUP; other signals read from it are ignored.

@@ -833,6 +833,32 @@ TEST_F(CliTest, SigtermWhileWaitingLeavesNoLock) {
   EXPECT_FALSE(file_exists(path("ran")));
 }
 
+// A SIGTERM while the server is silent: the settling round trips after the cancelled wait (they
+// make sure a try in flight that took the lock was given back) get no answer, so dlock cannot
+// say that nothing is held, and says so. Before, it claimed "nothing is held", and it waited a
+// command timeout (3 s) for each of them on top of the cancelled try's own.
+TEST_F(CliTest, SigtermWhileWaitingOnASilentServerDoesNotClaimNothingIsHeld) {
+  hold_foreign("silent-wait");
+  auto& bg = background({"--json", "run", "silent-wait", "--wait", "60s", "--", "touch", path("ran")});
+  ASSERT_TRUE(eventually([&] { return subscribers("silent-wait") == 1; }, 5s)) << "the waiter never subscribed";
+  server->pause();
+  std::this_thread::sleep_for(700ms);  // its recheck (every 500 ms) is sent, and hangs
+  const auto t0 = SteadyClock::now();
+  bg.process().signal(SIGTERM);
+  auto code = bg.process().wait_for(15s);
+  const auto took = ms_since(t0);
+  server->resume();
+  ASSERT_TRUE(code.has_value()) << "SIGTERM was not heard\n" << bg.err();
+  EXPECT_EQ(*code, 128 + SIGTERM) << bg.err();
+  // The cancelled try's command timeout (3 s), then at most a second for the settling.
+  EXPECT_LT(took, dlock::test::scaled(6000ms)) << bg.err();
+  auto outcome = parse_json(last_line(bg.err()), "interrupted outcome");
+  EXPECT_EQ(outcome["outcome"].str(), "interrupted");
+  EXPECT_EQ(outcome["message"].str().find("nothing is held"), std::string::npos) << bg.err();
+  EXPECT_NE(outcome["message"].str().find("may have taken the lock"), std::string::npos) << bg.err();
+  EXPECT_FALSE(file_exists(path("ran")));
+}
+
 // A signal and a release arriving together: whichever wins, nothing stays locked.
 TEST_F(CliTest, SigtermRacingTheReleaseLeavesNoLock) {
   for (int i = 0; i < 4; ++i) {
