@@ -478,6 +478,7 @@ void ClientCore::close_all() {
 // Shutdown, step 1 (loop thread): releases every lease still held; `released` is set once each
 // release was answered.
 void ClientCore::release_held(const std::shared_ptr<std::promise<void>>& released) {
+  held_release_started_.store(true);
   auto leases = renewals_->take_all();
   auto left = Countdown::make(leases.size() + 1, [released] { released->set_value(); });
   auto one_done = [left] { left->done(); };
@@ -487,8 +488,16 @@ void ClientCore::release_held(const std::shared_ptr<std::promise<void>>& release
       continue;
     }
     active_leases_.fetch_sub(1);
-    auto answered = [rec, one_done](Result<Reply>) {
-      rec->finish_release();
+    // The record says what the answer was, for a Lease::release() waiting on another thread
+    // (release_at_shutdown): released when the key was deleted; lost (and reported) when it was
+    // no longer ours; left `releasing` when the outcome is unknown (no answer, an error reply).
+    // A Redlock lease is judged by its home node alone, so only its success is taken as final.
+    auto answered = [rec, one_done](Result<Reply> r) {
+      if (r.ok() && r->is_integer() && r->integer() >= 1) {
+        rec->finish_release();
+      } else if (r.ok() && !r->is_error() && !rec->scripts.fanout) {
+        if (rec->mark_lost(LossReason::taken) && rec->events.on_lost) rec->events.on_lost(LossReason::taken);
+      }
       one_done();
     };
     // A Redlock lease: released on the other masters too (those whose Clients are still
@@ -502,8 +511,17 @@ void ClientCore::release_held(const std::shared_ptr<std::promise<void>>& release
   one_done();
 }
 
+bool ClientCore::held_release_pending() const {
+  std::lock_guard lock(shutdown_mu_);
+  return held_released_.valid() && !held_release_started_.load();
+}
+
+bool ClientCore::on_a_loop_thread() noexcept { return t_running_loop != nullptr; }
+
 void ClientCore::await_held_release() const {
-  if (on_loop_thread()) return;  // step 1 runs on this thread: it cannot be awaited here
+  // Never on a thread that runs a loop: this one's step 1 runs there, and another Client's
+  // loop (a Redlock's other node) must not stall for it.
+  if (t_running_loop != nullptr) return;
   std::shared_future<void> released;
   std::chrono::steady_clock::time_point until;
   {

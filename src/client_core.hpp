@@ -74,9 +74,13 @@ class ClientCore : public std::enable_shared_from_this<ClientCore>, public Conne
   bool is_shut_down() const noexcept { return shut_down_.load(); }
   // After is_shut_down(): blocks until the shutdown's step 1 has released the leases still held
   // (or its time is up), so that a Lease::release() made meanwhile on another thread learns
-  // whether its key went instead of leaving it to its TTL. Returns at once on the loop thread
-  // and when the shutdown releases nothing (it ran on the loop thread).
+  // whether its key went instead of leaving it to its TTL. Returns at once on any thread that
+  // runs an event loop, and when the shutdown releases nothing (it ran on the loop thread).
   void await_held_release() const;
+  // The shutdown's step 1 is still to release the held leases (any thread).
+  bool held_release_pending() const;
+  // True on a thread that runs some Client's event loop (this one's or another's).
+  static bool on_a_loop_thread() noexcept;
   // For messages and the database number: the server (standalone), the first seed (Cluster) or
   // the first sentinel with the primary's database (Sentinel). Fixed for the Client's life.
   const ServerAddress& address() const noexcept { return address_; }
@@ -196,6 +200,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore>, public Conne
   mutable std::mutex shutdown_mu_;
   std::shared_future<void> held_released_;
   std::chrono::steady_clock::time_point held_release_deadline_;
+  std::atomic<bool> held_release_started_{false};  // release_held ran (loop thread)
 
   std::unique_ptr<Node> primary_;             // standalone and Sentinel
   std::unique_ptr<Node> ack_node_;            // ReplicationAck's own connection, made on first use

@@ -83,7 +83,10 @@ class Lease {
   // the key was left to its TTL), called_from_event_loop (sent, but its outcome not awaited).
   // While the Client shuts down on another thread (~Client), the shutdown releases every lease
   // still held: this call then waits for that, up to ClientOptions::shutdown_timeout, and
-  // returns its outcome (success when the key was deleted).
+  // returns its outcome: success when the key was deleted (a Redlock: on its home node),
+  // lock_lost when it was no longer ours, shutdown when the release got no answer. Called from
+  // an event-loop thread then, it leaves the lease to the shutdown and returns
+  // called_from_event_loop.
   // If release() is the first to find the lease lost, it returns lock_lost and on_lost does
   // not run (the caller is told directly).
   // Not guaranteed: a retried release that finds the lock neither held nor marked as released

@@ -95,8 +95,17 @@ Result<void> release_parts(const std::shared_ptr<LeaseRecord>& parent);
 // out of step 1's hands (begin_release) would leave its key to sit out its TTL. So this waits
 // for step 1 and reports what became of the records it releases: this one, the hold of a take
 // (ReentrantMutex), or the parts of a hold in parts.
+// On an event-loop thread (a callback) it cannot wait: a lease step 1 is still to release is
+// left to it, and the outcome is not awaited, as for any release sent from a loop thread.
+// What success means for a Redlock lease here: its home node deleted the key (the others were
+// sent the release too, unconfirmed).
 Result<void> release_at_shutdown(const std::shared_ptr<LeaseRecord>& rec) {
   using State = LeaseRecord::State;
+  if (detail::ClientCore::on_a_loop_thread() && rec->core->held_release_pending()) {
+    return Error(errc::called_from_event_loop, describe(*rec) +
+                                                   " is released by its Client's shutdown; called from an event-loop "
+                                                   "thread, the outcome is not awaited");
+  }
   rec->core->await_held_release();
   std::vector<const LeaseRecord*> released_by_shutdown;
   if (rec->hold) released_by_shutdown.push_back(rec->hold.get());
@@ -122,8 +131,8 @@ Result<void> release_at_shutdown(const std::shared_ptr<LeaseRecord>& rec) {
   if (all_released) return {};
   return Error(errc::shutdown, "client is shut down; " + describe(*rec) +
                                    (untouched ? " expires at its TTL"
-                                              : ": its release at shutdown was not answered; if it did not arrive, "
-                                                "the key expires at its TTL"));
+                                              : ": its release at shutdown got no answer or failed; if it did not "
+                                                "arrive, the key expires at its TTL"));
 }
 
 }  // namespace

@@ -1205,7 +1205,8 @@ TEST_F(MutexTest, DestroyingClientFailsPendingAcquireWithShutdown) {
 // Before, it returned errc::shutdown at once and took the lease out of the shutdown's hands,
 // so its key sat out its TTL. The worker's wait is what the shutdown fails first; the slow link
 // (300 ms each way) keeps step 1 going for over a second after that, while the worker releases
-// a Mutex lease and a ReentrantMutex take (released through its hold).
+// a Mutex lease and a ReentrantMutex take (released through its hold), and a lease taken over
+// meanwhile, which the shutdown's release finds not ours: that one is lock_lost, not success.
 TEST_F(MutexTest, ALeaseReleasedWhileItsClientShutsDownIsReleasedNotLeftToItsTtl) {
   dlock::test::FaultProxy proxy("127.0.0.1", server->port());
   dlock::ClientOptions options;
@@ -1217,13 +1218,18 @@ TEST_F(MutexTest, ALeaseReleasedWhileItsClientShutsDownIsReleasedNotLeftToItsTtl
   ASSERT_TRUE(plain_lease.ok()) << plain_lease.error().what();
   auto take = reentrant.acquire(no_wait());
   ASSERT_TRUE(take.ok()) << take.error().what();
+  // Taken over behind the Client's back: the shutdown's release finds it not ours (lock_lost).
+  dlock::Mutex stolen(*going, "shutdown-release-stolen");
+  auto stolen_lease = stolen.acquire(no_wait());
+  ASSERT_TRUE(stolen_lease.ok()) << stolen_lease.error().what();
+  raw->cmd({"SET", stolen.key(), "someone-else", "PX", "60000"});
   dlock::Mutex holder(*client, "shutdown-release-busy");
   auto busy = holder.acquire(no_wait());
   ASSERT_TRUE(busy.ok()) << busy.error().what();
 
   dlock::Mutex waiting(*going, "shutdown-release-busy");
   struct Outcome {
-    std::error_code wait, plain, take;
+    std::error_code wait, plain, take, stolen;
   };
   std::promise<Outcome> outcome;
   std::thread worker([&] {
@@ -1231,6 +1237,7 @@ TEST_F(MutexTest, ALeaseReleasedWhileItsClientShutsDownIsReleasedNotLeftToItsTtl
     o.wait = waiting.acquire(dlock::WaitOptions{std::nullopt, 30000ms}).code();
     o.plain = plain_lease->release().code();
     o.take = take->release().code();
+    o.stolen = stolen_lease->release().code();
     outcome.set_value(o);
   });
   ASSERT_TRUE(eventually([&] { return subscribers(*raw, "shutdown-release-busy") >= 1; }, 3000ms));
@@ -1241,6 +1248,8 @@ TEST_F(MutexTest, ALeaseReleasedWhileItsClientShutsDownIsReleasedNotLeftToItsTtl
   EXPECT_EQ(o.wait, make_error_code(dlock::errc::shutdown)) << o.wait.message();
   EXPECT_FALSE(o.plain) << o.plain.message();
   EXPECT_FALSE(o.take) << o.take.message();
+  EXPECT_EQ(o.stolen, make_error_code(dlock::errc::lock_lost)) << o.stolen.message();
+  EXPECT_EQ(get(stolen.key()), "someone-else");
   EXPECT_EQ(exists(plain.key()), 0) << "the Mutex lease was left to its TTL";
   EXPECT_EQ(exists(reentrant.key()), 0) << "the ReentrantMutex hold was left to its TTL";
   EXPECT_TRUE(busy->release().ok());
