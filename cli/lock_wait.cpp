@@ -79,16 +79,17 @@ class StatusLine {
   std::string last_holder_;
 };
 
-// A cancelled acquire completes at once, even while its last attempt is still in flight. If
-// that attempt took the lock, the library releases it (as an unwanted lease) when the reply
-// arrives -- but only while the Client lives, and the CLI is about to exit. Replies on the
-// Client's connection come in order, so after one PING round trip the attempt's reply has been
-// handled (and any release of it queued), and after a second one, sent then, that release has
-// been answered. Without this, a SIGTERM racing a release left the lock taken until its TTL.
+// A cancelled acquire whose try is in flight waits for that try's answer (within the command
+// timeout) and gives back a lock it took, but the release itself is not awaited, and the CLI
+// is about to exit. Replies on one connection come in order, so after one round trip on the
+// lock's own connection the try's reply has been handled (and any release of it queued), and
+// after a second one, sent then, that release has been answered. A command on the lock's key
+// (EXISTS) is routed as the lock's scripts are: to its Cluster primary, on the connection its
+// slot picks. Without this, a SIGTERM racing a release left the lock taken until its TTL.
 // Bounded like lock_seen (a second, or the command timeout if shorter): a server that does not
 // answer cannot be settled with, and a signal must not wait a command timeout for it twice.
-// True when both round trips were answered.
-bool settle_cancelled_attempt(dlock::Client& client) {
+// True when both round trips were answered. With --redlock only the first master is asked.
+bool settle_cancelled_attempt(dlock::Client& client, const std::string& key) {
   struct Settled {
     std::mutex mu;
     std::condition_variable cv;
@@ -104,9 +105,9 @@ bool settle_cancelled_attempt(dlock::Client& client) {
     }
     settled->cv.notify_all();
   };
-  client.async_command({"PING"}, [&client, settled, on_reply](dlock::Result<dlock::Reply> r) {
+  client.async_command({"EXISTS", key}, [&client, key, settled, on_reply](dlock::Result<dlock::Reply> r) {
     on_reply(r);
-    if (r.ok()) client.async_command({"PING"}, on_reply);  // on the loop thread: never blocks
+    if (r.ok()) client.async_command({"EXISTS", key}, on_reply);  // on the loop thread: never blocks
   });
   const milliseconds bound = std::min(milliseconds(1000), client.options().command_timeout);
   std::unique_lock lock(settled->mu);
@@ -264,10 +265,11 @@ WaitOutcome wait_for_lock(Context& ctx, LockTarget& target, std::optional<millis
                                  out.error.what() + " (the server did not answer: the lock's state is unknown)");
       }
     }
-    // not_replicated: the library took the lock, then sent its release (fail closed) and
-    // reported at once; the same wait makes sure that release is not dropped as we exit.
+    // not_replicated: the library took the lock, then released it (fail closed) before it
+    // reported; the same round trips are a cheap backstop for that release.
     if (out.signal != 0 || out.error.code == dlock::errc::not_replicated) {
-      out.unsettled = !settle_cancelled_attempt(ctx.client()) && out.signal != 0;
+      const bool settled = settle_cancelled_attempt(ctx.client(), ctx.key(target.name()));
+      out.unsettled = !settled && out.signal != 0;
     }
   }
   return out;

@@ -84,7 +84,7 @@ int run_cli(Context& ctx, const std::vector<std::string>& argv) {
     }
   }
   // Only the global options are known here: a --json among them asks for a JSON report.
-  if (option_given(rest, global_option_specs(), "--json")) ctx.globals().json = true;
+  if (command != "--" && option_given(rest, global_option_specs(), "--json")) ctx.globals().json = true;
   throw UsageError("unknown command '" + command + "'");
 }
 

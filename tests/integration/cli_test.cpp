@@ -1248,7 +1248,6 @@ TEST_F(CliTest, DoctorTellsWhichKeyspaceEventsWakeWaiters) {
   EXPECT_NE(off.find("off:"), std::string::npos) << off;
 }
 
-// Every command's --json output, success or failure, is one parseable JSON object.
 // A usage error is reported as JSON when --json is given as an option, wherever the error is
 // found, and as text when "--json" is only an option's value or the command's own argument.
 // Before, any "--json" before "--" counted: "--prefix --json" and "run x echo --json" gave JSON.
@@ -1257,11 +1256,13 @@ TEST_F(CliTest, AUsageErrorIsJsonOnlyWhenJsonIsGivenAsAnOption) {
       {"status", "--bogus", "--json"},             // the parse fails before --json is read
       {"--json", "status", "--bogus"},
       {"frobnicate", "--json"},                    // unknown command: only global options known
+      {"--json", "--", "x"},
       {"acquire", "x", "--json"},                  // found after the parse (--ttl missing)
       {"--json", "run", "--wait", "5x", "x", "echo"},
   };
   const std::vector<std::vector<std::string>> as_text = {
       {"--prefix", "--json"},                      // the prefix "--json", then no command
+      {"--", "--json"},                            // "--" ends the options: no command
       {"status", "--bogus", "--prefix", "--json"},
       {"run", "--wait", "5x", "x", "echo", "--json"},  // the command's own argument
       {"run", "x", "--kind", "bogus", "--", "echo", "--json"},
@@ -1287,6 +1288,7 @@ TEST_F(CliTest, AUsageErrorIsJsonOnlyWhenJsonIsGivenAsAnOption) {
   }
 }
 
+// Every command's --json output, success or failure, is one parseable JSON object.
 TEST_F(CliTest, EveryJsonOutputParses) {
   auto acquired = dlock({"--json", "acquire", "j", "--ttl", "30s"});
   const std::string owner = parse_json(acquired.out, "acquire")["owner"].str();
