@@ -243,19 +243,6 @@ void ClientCore::run_loop() {
       }
       if (loop_owner_.load(std::memory_order_acquire) == loop_caller) loop_handbacks_.wait(seen);
       if (io_.stopped() && loop_owner_.load() != loop_free) return;  // shutdown() gave up waiting
-      // Handed back with nothing else waiting on the loop: the caller usually calls again within
-      // microseconds (acquire, then release), and finding the loop free it takes it at once.
-      // Taken back now, the caller's next call would wait for this thread to notice and let go:
-      // measured in the 1-thread bench, 12-14 us on average per call, on every call (docs/
-      // BENCHMARKS.md). So this thread leaves it free for up to busy_poll first; events that
-      // come meanwhile (a renewal's reply, a revocation) wait that long at most.
-      if (handback_quiet_.load(std::memory_order_relaxed)) {
-        const auto grace_until = std::chrono::steady_clock::now() + options_.busy_poll;
-        while (loop_owner_.load(std::memory_order_acquire) == loop_free &&
-               std::chrono::steady_clock::now() < grace_until) {
-          std::this_thread::yield();
-        }
-      }
       continue;
     }
     const bool stopped = run_owned();
@@ -320,24 +307,6 @@ bool ClientCore::take_loop() {
   return got;
 }
 
-// What else may need the loop soon, seen by the caller that is about to hand it back: commands
-// awaiting replies, subscriptions (waiters of any kind listen on channels; a lingering one
-// counts too), other blocked callers (they wait for the loop's thread to read their replies).
-// Cluster: never quiet (its nodes are not looked at), so the own thread takes the loop back
-// at once, as before.
-bool ClientCore::loop_quiet() noexcept {
-  if (cluster_ || blocked_callers_.load(std::memory_order_relaxed) > 1 || notifier_->channel_count() > 0) return false;
-  for (const auto& c : primary_->conns) {
-    if (c->queued() > 0) return false;
-  }
-  if (ack_node_) {
-    for (const auto& c : ack_node_->conns) {
-      if (c->queued() > 0) return false;
-    }
-  }
-  return true;
-}
-
 void ClientCore::give_loop_back() {
   loop_owner_.store(loop_free, std::memory_order_release);
   loop_handbacks_.fetch_add(1, std::memory_order_release);
@@ -363,7 +332,6 @@ bool ClientCore::drive_until(const std::atomic<bool>& ready, std::chrono::steady
   struct HandBack {
     ClientCore* core;
     ~HandBack() {
-      core->handback_quiet_.store(core->loop_quiet(), std::memory_order_relaxed);  // still holding it
       t_running_loop = nullptr;
       core->give_loop_back();
     }
@@ -495,6 +463,7 @@ void ClientCore::on_error_reply(Connection&, const Reply& reply) {
 }
 
 void ClientCore::close_all() {
+  closed_.store(true);
   const Error why(errc::shutdown, "client is shut down");
   if (drain_timer_) drain_timer_->cancel();
   fail_waiters(why);
@@ -510,7 +479,6 @@ void ClientCore::close_all() {
 // Shutdown, step 1 (loop thread): releases every lease still held; `released` is set once each
 // release was answered.
 void ClientCore::release_held(const std::shared_ptr<std::promise<void>>& released) {
-  held_release_started_.store(true);
   auto leases = renewals_->take_all();
   auto left = Countdown::make(leases.size() + 1, [released] { released->set_value(); });
   auto one_done = [left] { left->done(); };
@@ -545,7 +513,8 @@ void ClientCore::release_held(const std::shared_ptr<std::promise<void>>& release
 
 bool ClientCore::held_release_pending() const {
   std::lock_guard lock(shutdown_mu_);
-  return held_released_.valid() && !held_release_started_.load();
+  return held_released_.valid() && !closed_.load() &&
+         held_released_.wait_for(std::chrono::seconds(0)) != std::future_status::ready;
 }
 
 bool ClientCore::on_a_loop_thread() noexcept { return t_running_loop != nullptr; }

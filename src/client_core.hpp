@@ -77,7 +77,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore>, public Conne
   // whether its key went instead of leaving it to its TTL. Returns at once on any thread that
   // runs an event loop, and when the shutdown releases nothing (it ran on the loop thread).
   void await_held_release() const;
-  // The shutdown's step 1 is still to release the held leases (any thread).
+  // The shutdown's step 1 has not finished releasing the held leases (any thread).
   bool held_release_pending() const;
   // True on a thread that runs some Client's event loop (this one's or another's).
   static bool on_a_loop_thread() noexcept;
@@ -170,7 +170,6 @@ class ClientCore : public std::enable_shared_from_this<ClientCore>, public Conne
   bool run_owned();  // runs it while holding it, until a caller asks (false) or it stopped (true)
   bool take_loop();  // a caller's bid for the loop; true when it holds it
   void give_loop_back();
-  bool loop_quiet() noexcept;  // a caller holding the loop: nothing but that caller waits on it now
   ReplyHandler with_eval_fallback(const Script& s, const std::string& evalsha_payload, ReplyHandler done);
   void close_all();
   void on_primary(Result<ServerAddress> primary);
@@ -194,7 +193,6 @@ class ClientCore : public std::enable_shared_from_this<ClientCore>, public Conne
   std::atomic<int> loop_wanted_{0};          // callers asking for the loop now
   std::atomic<bool> loop_sleeping_{false};   // the own thread sleeps in the kernel, holding it
   std::atomic<unsigned> loop_handbacks_{0};  // bumped when a caller hands it back (the own thread waits on it)
-  std::atomic<bool> handback_quiet_{false};  // loop_quiet() when it was last handed back
   std::atomic<int> blocked_callers_{0};      // callers in a blocking wait (SyncWait) now
   std::atomic<bool> shut_down_{false};
   std::atomic<bool> keyspace_events_{false};
@@ -202,7 +200,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore>, public Conne
   mutable std::mutex shutdown_mu_;
   std::shared_future<void> held_released_;
   std::chrono::steady_clock::time_point held_release_deadline_;
-  std::atomic<bool> held_release_started_{false};  // release_held ran (loop thread)
+  std::atomic<bool> closed_{false};  // close_all() ran: step 1 is over, whatever it finished
 
   std::unique_ptr<Node> primary_;             // standalone and Sentinel
   std::unique_ptr<Node> ack_node_;            // ReplicationAck's own connection, made on first use

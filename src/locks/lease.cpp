@@ -95,7 +95,7 @@ Result<void> release_parts(const std::shared_ptr<LeaseRecord>& parent);
 // out of step 1's hands (begin_release) would leave its key to sit out its TTL. So this waits
 // for step 1 and reports what became of the records it releases: this one, the hold of a take
 // (ReentrantMutex), or the parts of a hold in parts.
-// On an event-loop thread (a callback) it cannot wait: a lease step 1 is still to release is
+// On an event-loop thread (a callback) it cannot wait: while step 1 is not over, the lease is
 // left to it, and the outcome is not awaited, as for any release sent from a loop thread.
 // What success means for a Redlock lease here: its home node deleted the key (the others were
 // sent the release too, unconfirmed).

@@ -1040,45 +1040,6 @@ TEST(ClientLoop, ABlockingCallRunsTheLoopOnItsThreadWhileItWaits) {
   EXPECT_GT(callbacks_run_by_the_caller(true, 200, true), 0);
 }
 
-// A blocking call that hands the loop back with nothing else waiting on it (no command in
-// flight, no subscription, no other blocked caller) leaves it free for busy_poll before the
-// Client's own thread takes it back, so the caller's next call takes it at once: an async
-// command sent in between waits for that call, which writes it and runs its callback. Before,
-// the own thread took the loop back at once, and a caller's next call had to wait for it to let
-// go (12-14 us per call in the 1-thread bench, docs/BENCHMARKS.md); here the own thread mostly
-// wrote the async command and ran its callback itself. A long busy_poll (10 ms) keeps the test
-// clear of the scheduler.
-TEST(ClientLoop, ACallerCallingAgainRightAwayFindsTheLoopFree) {
-  RedisServer server;
-  ClientOptions o;
-  o.connections_per_node = 1;
-  o.busy_poll = std::chrono::milliseconds(10);
-  Client c(server.url(), std::move(o));
-  ASSERT_TRUE(c.ping(3000ms).ok());
-  // The own thread may serve a call itself (asleep in the kernel, or slow to let go: then the
-  // caller waits for it), and that call hands nothing back. Once one of these is the caller's,
-  // each next call comes within its grace.
-  for (int i = 0; i < 3; ++i) ASSERT_TRUE(c.command({"PING"}).ok());
-  constexpr int tries = 20;
-  int on_caller = 0;
-  for (int i = 0; i < tries; ++i) {
-    // Within the previous try's grace (or the ping's): the caller takes the loop and hands it
-    // back quiet.
-    ASSERT_TRUE(c.command({"PING"}).ok());
-    auto ran_on = std::make_shared<std::promise<std::thread::id>>();
-    auto fut = ran_on->get_future();
-    c.async_command({"ECHO", "async"}, [ran_on](Result<Reply> r) {
-      EXPECT_TRUE(r.ok()) << describe(r);
-      ran_on->set_value(std::this_thread::get_id());
-    });
-    auto echo = c.command({"ECHO", "blocking"});
-    ASSERT_TRUE(echo.ok()) << describe(echo);
-    ASSERT_EQ(fut.wait_for(3000ms), std::future_status::ready);
-    if (fut.get() == std::this_thread::get_id()) ++on_caller;
-  }
-  EXPECT_EQ(on_caller, tries) << "the caller ran the async callback in " << on_caller << " of " << tries;
-}
-
 TEST(ClientLoop, WithCallersRunLoopOffOnlyTheClientsThreadRunsIt) {
   EXPECT_EQ(callbacks_run_by_the_caller(false, 10, false), 0);
 }
