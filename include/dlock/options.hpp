@@ -127,13 +127,7 @@ struct ClientOptions {
   // reply this long before it sleeps. A sleeping thread costs a wake-up per hand-over (tens
   // of microseconds on a virtual machine, as much as a Redis round trip); see
   // docs/BENCHMARKS.md. The Client's own thread also polls this long for a caller that runs
-  // the loop to hand it back, and, when a caller hands it back with nothing else waiting on it
-  // (no reply due, no subscription, no other blocked caller; not on Cluster), leaves it free
-  // for the rest of this time before taking it, so that the caller's next call (a release after
-  // its acquire) takes it at once. Meanwhile timers (renewals) and cancellations wait up to
-  // this long; an async command sent from a thread that does not come to run the loop waits
-  // about 10 us more, and a blocking call that cannot run it (made from another Client's
-  // callback) up to this long. A blocked acquisition stops polling as soon as it has to wait for
+  // the loop to hand it back. A blocked acquisition stops polling as soon as it has to wait for
   // a release (its try found the lock busy, or another waiter of this process is ahead): that
   // wait has no expected end, and polling through it only slowed the handoff to the next
   // holder. Cost: up to this much CPU after each burst of activity and per blocking call; a
