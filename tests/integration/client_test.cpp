@@ -999,13 +999,13 @@ TEST(ClientAsync, ErrorsReachTheCallback) {
 // refused. One connection, so the async command's reply comes before the blocking call's. The
 // caller gets the loop only when the Client's own thread is awake and lets go in time, so the
 // test tries several times; with the option off, the callback never runs on the caller.
-// Each try starts 1 ms after the last, with the own thread polling (the longest busy_poll): a
-// caller that finds the own thread in its kernel wait (ClientCore::loop_sleeping_) does not
-// wait for it, and started right away a try found it there, still running the handler that had
+// Each try starts 1 ms after the last, with the own thread polling (the longest busy_poll).
+// Why: a caller that finds the own thread in its kernel wait (ClientCore::loop_sleeping_) does
+// not wait for it. A try started at once found it "there", still inside the run_one() that had
 // woken it for the previous try's replies, whenever the scheduler ran the woken caller on the
-// own thread's vCPU at once; in 4 runs of 200 (--gtest_repeat=200) that happened on every try
-// and the caller lost all 200. Measured with the pause: the caller wins 10-20 of 20 tries in
-// every run (took the loop or found the own thread too slow to let go within 50 us).
+// own thread's vCPU; in 4 runs of 200 (--gtest_repeat=200) that happened on every try and the
+// caller lost all 200. With the pause the caller wins 10-20 of 20 tries in every run; it loses
+// the others when the own thread does not let go within 50 us.
 int callbacks_run_by_the_caller(bool callers_run_loop, int tries, bool stop_at_first) {
   RedisServer server;
   ClientOptions o;
