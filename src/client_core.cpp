@@ -225,6 +225,7 @@ bool ClientCore::on_loop_thread() const noexcept { return t_running_loop == this
 // polling, ClientOptions::busy_poll) and then sleeps in the kernel; it lets go when a caller asks
 // and sleeps until the caller hands the loop back.
 void ClientCore::run_loop() {
+  std::chrono::steady_clock::time_point poll_from{};  // when the polling before sleeping started (see below)
   for (;;) {
     int owner = loop_free;
     if (!loop_owner_.compare_exchange_strong(owner, loop_own_thread, std::memory_order_acquire)) {
@@ -243,9 +244,21 @@ void ClientCore::run_loop() {
       }
       if (loop_owner_.load(std::memory_order_acquire) == loop_caller) loop_handbacks_.wait(seen);
       if (io_.stopped() && loop_owner_.load() != loop_free) return;  // shutdown() gave up waiting
+      // Handed back with nothing else waiting on the loop: the caller usually calls again within
+      // microseconds (acquire, then release), and finding the loop free it takes it at once.
+      // Taken back now, the caller's next call would wait for this thread to notice and let go:
+      // measured in the 1-thread bench, 12-14 us on average per call, on every call (docs/
+      // BENCHMARKS.md). So this thread leaves it free for up to busy_poll first, and counts that
+      // time as polling (see poll_from below). Events that come meanwhile (a timer, a
+      // cancellation) wait that long at most; a command posted by a thread that does not come
+      // to run the loop (an async call) or a second blocked caller (who leaves the loop to
+      // this thread) ends the wait early.
+      poll_from = std::chrono::steady_clock::now();
+      if (handback_quiet_.load(std::memory_order_relaxed)) leave_loop_free(poll_from + options_.busy_poll);
       continue;
     }
-    const bool stopped = run_owned();
+    const bool stopped = run_owned(poll_from);
+    poll_from = {};
     loop_owner_.store(loop_free, std::memory_order_release);
     if (stopped) return;
     // A caller asked for the loop: let it take it before bidding again.
@@ -255,10 +268,35 @@ void ClientCore::run_loop() {
   }
 }
 
-bool ClientCore::run_owned() {
+void ClientCore::leave_loop_free(std::chrono::steady_clock::time_point until) {
+  using clock = std::chrono::steady_clock;
+  // How long a posted drain may wait for the thread that posted it to come for the loop: a
+  // blocking call posts its command and bids for the loop within a microsecond or so, but a
+  // sanitized or descheduled one takes far longer. A tenth of busy_poll (10 us at the default)
+  // scales with what the user already accepts as the loop's polling budget.
+  const auto unclaimed_drain = options_.busy_poll / 10;
+  clock::time_point drain_seen{};
+  for (;;) {
+    if (loop_owner_.load(std::memory_order_acquire) != loop_free) return;
+    if (blocked_callers_.load(std::memory_order_relaxed) > 1) return;
+    const auto now = clock::now();
+    if (now >= until) return;
+    if (drain_posted_.load(std::memory_order_relaxed) && loop_wanted_.load(std::memory_order_relaxed) == 0) {
+      if (drain_seen == clock::time_point{}) drain_seen = now;
+      else if (now - drain_seen >= unclaimed_drain) return;
+    } else {
+      drain_seen = {};
+    }
+    std::this_thread::yield();
+  }
+}
+
+bool ClientCore::run_owned(std::chrono::steady_clock::time_point poll_from) {
   using clock = std::chrono::steady_clock;
   const auto budget = options_.busy_poll;
-  auto last_event = clock::now();
+  // Polling counts from poll_from when given: time spent leaving the loop free is polling too,
+  // so a Client that goes idle spins busy_poll in all, not twice that.
+  auto last_event = poll_from == clock::time_point{} ? clock::now() : poll_from;
   for (;;) {
     if (loop_wanted_.load() > 0) return false;
     if (io_.poll() > 0) {
@@ -307,6 +345,24 @@ bool ClientCore::take_loop() {
   return got;
 }
 
+// What else may need the loop soon, seen by the caller that is about to hand it back: commands
+// awaiting replies, subscriptions (waiters of any kind listen on channels; a lingering one
+// counts too), other blocked callers (they wait for the loop's thread to read their replies).
+// Cluster: never quiet (its nodes are not looked at), so the own thread takes the loop back
+// at once, as before.
+bool ClientCore::loop_quiet() noexcept {
+  if (cluster_ || blocked_callers_.load(std::memory_order_relaxed) > 1 || notifier_->channel_count() > 0) return false;
+  for (const auto& c : primary_->conns) {
+    if (c->queued() > 0) return false;
+  }
+  if (ack_node_) {
+    for (const auto& c : ack_node_->conns) {
+      if (c->queued() > 0) return false;
+    }
+  }
+  return true;
+}
+
 void ClientCore::give_loop_back() {
   loop_owner_.store(loop_free, std::memory_order_release);
   loop_handbacks_.fetch_add(1, std::memory_order_release);
@@ -332,6 +388,7 @@ bool ClientCore::drive_until(const std::atomic<bool>& ready, std::chrono::steady
   struct HandBack {
     ClientCore* core;
     ~HandBack() {
+      core->handback_quiet_.store(core->loop_quiet(), std::memory_order_relaxed);  // still holding it
       t_running_loop = nullptr;
       core->give_loop_back();
     }
@@ -381,6 +438,7 @@ void ClientCore::send(std::string payload, ReplyHandler done, const Script* scri
     std::lock_guard lock(submit_mu_);
     first = submitted_.empty();
     submitted_.push_back(Command{std::move(payload), std::move(done), {}, script});
+    if (first) drain_posted_.store(true, std::memory_order_relaxed);
   }
   // One post per batch: callers that arrive while a drain is pending just append.
   if (first) asio::post(io_, [self = shared_from_this()] { self->drain(); });
@@ -391,6 +449,7 @@ void ClientCore::drain() {
   {
     std::lock_guard lock(submit_mu_);
     batch.swap(submitted_);
+    drain_posted_.store(false, std::memory_order_relaxed);
   }
   for (auto& c : batch) send_now(std::move(c.payload), std::move(c.done), c.script);
 }
@@ -522,7 +581,7 @@ bool ClientCore::on_a_loop_thread() noexcept { return t_running_loop != nullptr;
 void ClientCore::await_held_release() const {
   // Never on a thread that runs a loop: this one's step 1 runs there, and another Client's
   // loop (a Redlock's other node) must not stall for it.
-  if (t_running_loop != nullptr) return;
+  if (on_a_loop_thread()) return;
   std::shared_future<void> released;
   std::chrono::steady_clock::time_point until;
   {

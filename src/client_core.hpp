@@ -167,9 +167,15 @@ class ClientCore : public std::enable_shared_from_this<ClientCore>, public Conne
   void drain();
   void release_held(const std::shared_ptr<std::promise<void>>& released);
   void run_loop();  // the own thread's body: runs the loop whenever no caller does
-  bool run_owned();  // runs it while holding it, until a caller asks (false) or it stopped (true)
+  // Runs it while holding it, until a caller asks (false) or it stopped (true); polls from
+  // poll_from (now when not given) for busy_poll before it sleeps in the kernel.
+  bool run_owned(std::chrono::steady_clock::time_point poll_from);
+  // After a quiet hand-back: leaves the loop free until `until`, a caller takes it, or someone
+  // else needs it run (see run_loop).
+  void leave_loop_free(std::chrono::steady_clock::time_point until);
   bool take_loop();  // a caller's bid for the loop; true when it holds it
   void give_loop_back();
+  bool loop_quiet() noexcept;  // a caller holding the loop: nothing but that caller waits on it now
   ReplyHandler with_eval_fallback(const Script& s, const std::string& evalsha_payload, ReplyHandler done);
   void close_all();
   void on_primary(Result<ServerAddress> primary);
@@ -193,6 +199,8 @@ class ClientCore : public std::enable_shared_from_this<ClientCore>, public Conne
   std::atomic<int> loop_wanted_{0};          // callers asking for the loop now
   std::atomic<bool> loop_sleeping_{false};   // the own thread sleeps in the kernel, holding it
   std::atomic<unsigned> loop_handbacks_{0};  // bumped when a caller hands it back (the own thread waits on it)
+  std::atomic<bool> handback_quiet_{false};  // loop_quiet() when it was last handed back
+  std::atomic<bool> drain_posted_{false};    // submitted_ is not empty (a drain is posted)
   std::atomic<int> blocked_callers_{0};      // callers in a blocking wait (SyncWait) now
   std::atomic<bool> shut_down_{false};
   std::atomic<bool> keyspace_events_{false};

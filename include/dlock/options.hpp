@@ -127,13 +127,20 @@ struct ClientOptions {
   // reply this long before it sleeps. A sleeping thread costs a wake-up per hand-over (tens
   // of microseconds on a virtual machine, as much as a Redis round trip); see
   // docs/BENCHMARKS.md. The Client's own thread also polls this long for a caller that runs
-  // the loop to hand it back. A blocked acquisition stops polling as soon as it has to wait for
-  // a release (its try found the lock busy, or another waiter of this process is ahead): that
-  // wait has no expected end, and polling through it only slowed the handoff to the next
-  // holder. Cost: up to this much CPU after each burst of activity and per blocking call; a
-  // Client that sees steady traffic keeps a thread busy, and its blocked callers poll while
-  // they wait for replies. Pollers yield their CPU between polls, so they never hold off
-  // runnable threads. 0 turns polling off (lowest CPU, highest latency). At most 10 ms.
+  // the loop to hand it back, and, when a caller hands it back with nothing else waiting on it
+  // (no reply due, no subscription, no other blocked caller; not on Cluster), leaves it free
+  // for the rest of this time before taking it, so that the caller's next call (a release after
+  // its acquire) takes it at once. Meanwhile timers (renewals) and cancellations wait up to
+  // this long; an async command sent from a thread that does not come to run the loop waits
+  // a tenth of this time more (10 us at the default), and a blocking call that cannot run it
+  // (made from another Client's callback) up to this long. A blocked acquisition stops polling
+  // as soon as it has to wait for a release (its try found the lock busy, or another waiter of
+  // this process is ahead): that wait has no expected end, and polling through it only slowed
+  // the handoff to the next holder. Cost: up to this much CPU after each burst of activity and
+  // per blocking call; a Client that sees steady traffic keeps a thread busy, and its blocked
+  // callers poll while they wait for replies. Pollers yield their CPU between polls, so they
+  // never hold off runnable threads. 0 turns polling off (lowest CPU, highest latency). At
+  // most 10 ms.
   std::chrono::microseconds busy_poll{100};
   // A blocking call runs the Client's event loop on the calling thread while it waits, when no
   // other thread is running it at that moment: it writes its own command and sleeps in the
