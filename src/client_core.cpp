@@ -251,8 +251,8 @@ void ClientCore::run_loop() {
       // BENCHMARKS.md). So this thread leaves it free for up to busy_poll first, and counts that
       // time as polling (see poll_from below). Events that come meanwhile (a timer, a
       // cancellation) wait that long at most; a command posted by a thread that does not come
-      // to run the loop (an async call) or a second blocked caller (who leaves the loop to
-      // this thread) ends the wait early.
+      // to run the loop (an async call; after a tenth of busy_poll) or a second blocked caller
+      // (who leaves the loop to this thread) ends the wait early.
       poll_from = std::chrono::steady_clock::now();
       if (handback_quiet_.load(std::memory_order_relaxed)) leave_loop_free(poll_from + options_.busy_poll);
       continue;
