@@ -993,6 +993,16 @@ TEST(ClientAsync, ErrorsReachTheCallback) {
   EXPECT_EQ(empty.second, std::error_code(errc::invalid_argument));
 }
 
+// The ClientLoop tests' Client: one connection, so replies come in the order the commands were
+// sent, and the longest busy_poll, so the own thread is polling, not asleep, between calls.
+ClientOptions one_connection_polling(bool callers_run_loop = true) {
+  ClientOptions o;
+  o.connections_per_node = 1;
+  o.callers_run_loop = callers_run_loop;
+  o.busy_poll = 10ms;
+  return o;
+}
+
 // A blocking call runs the Client's event loop on its own thread while it waits
 // (ClientOptions::callers_run_loop): the callback of an async command answered while the call
 // waits then runs on the calling thread — still "on the event loop", where blocking calls are
@@ -1006,16 +1016,6 @@ TEST(ClientAsync, ErrorsReachTheCallback) {
 // own thread's vCPU; in 4 runs of 200 (--gtest_repeat=200) that happened on every try and the
 // caller lost all 200. With the pause the caller wins 10-20 of 20 tries in every run; it loses
 // the others when the own thread does not let go within 50 us.
-// The ClientLoop tests' Client: one connection, so replies come in the order the commands were
-// sent, and the longest busy_poll, so the own thread is polling, not asleep, between calls.
-ClientOptions one_connection_polling(bool callers_run_loop = true) {
-  ClientOptions o;
-  o.connections_per_node = 1;
-  o.callers_run_loop = callers_run_loop;
-  o.busy_poll = 10ms;
-  return o;
-}
-
 int callbacks_run_by_the_caller(bool callers_run_loop, int tries, bool stop_at_first) {
   RedisServer server;
   Client c(server.url(), one_connection_polling(callers_run_loop));
