@@ -4,6 +4,7 @@
 
 #include "client_core.hpp"
 #include "locks/idempotent_call.hpp"
+#include "locks/release_seam.hpp"
 #include "renewal/lease_record.hpp"
 #include "scripts/script_call.hpp"
 #include "util/names.hpp"
@@ -208,18 +209,25 @@ Result<void> Lease::release() noexcept {
     const auto state = rec->state();
     if (state == LeaseRecord::State::released) return {};
     if (rec->core->is_shut_down()) return release_at_shutdown(rec);
+    if (auto seam = detail::release_claim_seam.load(std::memory_order_relaxed)) seam();
     if (!rec->begin_release()) {
       if (state == LeaseRecord::State::lost || rec->state() == LeaseRecord::State::lost) {
         return Error(errc::lock_lost, describe(*rec) + " was lost before it was released");
       }
+      // The shutdown's step 1 claimed it after the check above (it claims only once shut_down_
+      // is set): its release is in flight, and its outcome is this call's.
+      if (rec->core->is_shut_down()) return release_at_shutdown(rec);
       return {};  // another thread is releasing it
+    }
+    if (rec->core->is_shut_down()) {
+      // The shutdown began after the check above, and its step 1 may not have reached this
+      // lease yet: handed back, it is released there (our own release could not be sent any
+      // more). If step 1 went past it meanwhile, release_at_shutdown says it expires at its TTL.
+      if (rec->undo_begin_release()) return release_at_shutdown(rec);
+      return Error(errc::lock_lost, describe(*rec) + " was lost before it was released");
     }
     // A take is counted through its hold; a hold in parts through its parts.
     if (!rec->hold && rec->parts.empty()) rec->core->active_leases_.fetch_sub(1);
-    if (rec->core->is_shut_down()) {  // it began after the check above
-      rec->finish_release();
-      return Error(errc::shutdown, "client is shut down; " + describe(*rec) + " expires at its TTL");
-    }
     if (!rec->parts.empty()) return release_parts(rec);
     // Renewal is cancelled before the release is sent. A renewal already under way that crosses
     // the release finds the key gone and changes nothing: the renew script never re-creates a

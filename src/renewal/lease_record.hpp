@@ -214,6 +214,12 @@ class LeaseRecord final : public Notifier::Listener, public std::enable_shared_f
     State s = State::releasing;
     state_.compare_exchange_strong(s, State::released);
   }
+  // releasing -> held: a claim made by begin_release() handed back unused, for another party
+  // (the Client's shutdown) to release. False when the lease meanwhile became lost.
+  bool undo_begin_release() noexcept {
+    State s = State::releasing;
+    return state_.compare_exchange_strong(s, State::held);
+  }
   // held (or releasing) -> lost. True for exactly one caller, who must then report the loss.
   bool mark_lost(LossReason why) noexcept {
     State s = state_.load();
