@@ -1,25 +1,68 @@
 #include "io/command.hpp"
 
-#include <hiredis/hiredis.h>
-
-#include <cstdlib>
-#include <new>
+#include <charconv>
+#include <cstring>
 
 namespace dlock::detail {
 
-std::string format_command(std::span<const std::string_view> args) {
-  std::vector<const char*> argv(args.size());
-  std::vector<size_t> lens(args.size());
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    argv[i] = args[i].data();
-    lens[i] = args[i].size();
+// Every command of every lock operation goes through here, so it is written out by hand:
+// hiredis's formatter spent about 8,000 instructions a command in sprintf and its own
+// allocations (callgrind, one acquire+release pair on one thread), a quarter of the client's
+// work per pair. This one sizes the payload first, allocates once and writes in place.
+namespace {
+
+constexpr std::size_t digits(std::size_t n) noexcept {
+  std::size_t d = 1;
+  while (n >= 10) {
+    n /= 10;
+    ++d;
   }
-  char* out = nullptr;
-  int n = redisFormatCommandArgv(&out, static_cast<int>(args.size()), argv.data(), lens.data());
-  if (n < 0) throw std::bad_alloc();
-  std::string s(out, static_cast<std::size_t>(n));
-  std::free(out);
-  return s;
+  return d;
+}
+
+// Writes "<marker><n>\r\n" at `at`, which has room for it (header sizes are counted first).
+char* write_header(char* at, char marker, std::size_t n) noexcept {
+  *at++ = marker;
+  at = std::to_chars(at, at + 20, n).ptr;
+  *at++ = '\r';
+  *at++ = '\n';
+  return at;
+}
+
+}  // namespace
+
+std::size_t RespWriter::bulk_size(std::size_t len) noexcept { return 1 + digits(len) + 2 + len + 2; }
+
+RespWriter::RespWriter(std::size_t count, std::size_t bulk_bytes) {
+  out_.resize(1 + digits(count) + 2 + bulk_bytes);
+  at_ = write_header(out_.data(), '*', count);
+}
+
+void RespWriter::bulk(std::string_view arg) noexcept { bulk(arg, {}); }
+
+void RespWriter::bulk(std::string_view head, std::string_view tail) noexcept {
+  at_ = write_header(at_, '$', head.size() + tail.size());
+  if (!head.empty()) std::memcpy(at_, head.data(), head.size());
+  at_ += head.size();
+  if (!tail.empty()) std::memcpy(at_, tail.data(), tail.size());
+  at_ += tail.size();
+  *at_++ = '\r';
+  *at_++ = '\n';
+}
+
+std::string RespWriter::take() && {
+  // Fewer bytes than counted would leave zeros on the wire: trim rather than send them (a
+  // caller's count that is off is a bug; the tests compare with hiredis's encoding).
+  out_.resize(static_cast<std::size_t>(at_ - out_.data()));
+  return std::move(out_);
+}
+
+std::string format_command(std::span<const std::string_view> args) {
+  std::size_t size = 0;
+  for (std::string_view a : args) size += RespWriter::bulk_size(a.size());
+  RespWriter w(args.size(), size);
+  for (std::string_view a : args) w.bulk(a);
+  return std::move(w).take();
 }
 
 std::string format_command(std::initializer_list<std::string_view> args) {
@@ -27,8 +70,11 @@ std::string format_command(std::initializer_list<std::string_view> args) {
 }
 
 std::string format_command(const std::vector<std::string>& args) {
-  std::vector<std::string_view> v(args.begin(), args.end());
-  return format_command(std::span<const std::string_view>(v));
+  std::size_t size = 0;
+  for (const std::string& a : args) size += RespWriter::bulk_size(a.size());
+  RespWriter w(args.size(), size);
+  for (const std::string& a : args) w.bulk(a);
+  return std::move(w).take();
 }
 
 std::error_code classify_error_reply(const Reply& reply) {

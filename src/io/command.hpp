@@ -36,7 +36,25 @@ struct Command {
   const Script* script = nullptr;
 };
 
-// RESP-encodes one command (binary safe), with hiredis's formatter.
+// Writes one RESP command (an array of bulk strings, binary safe) into a string allocated once:
+//   RespWriter w(count, sum of bulk_size(arg.size()) over the arguments);
+//   w.bulk(arg) for each of the `count` arguments; std::move(w).take()
+// The sizes given must be those of the arguments then written: they are not checked as it writes.
+class RespWriter {
+ public:
+  static std::size_t bulk_size(std::size_t len) noexcept;
+  RespWriter(std::size_t count, std::size_t bulk_bytes);
+  void bulk(std::string_view arg) noexcept;
+  // One bulk string: `head` followed by `tail` (counted as bulk_size(head.size() + tail.size())).
+  void bulk(std::string_view head, std::string_view tail) noexcept;
+  std::string take() &&;
+
+ private:
+  std::string out_;
+  char* at_ = nullptr;
+};
+
+// RESP-encodes one command (binary safe).
 std::string format_command(std::span<const std::string_view> args);
 std::string format_command(std::initializer_list<std::string_view> args);
 std::string format_command(const std::vector<std::string>& args);

@@ -6,24 +6,26 @@
 
 namespace dlock::detail {
 
+namespace {
+
+// A visitor over a list of strings, for encode_evalsha_with.
+template <class List>
+auto each_of(const List& list) {
+  return [&list](auto&& f) {
+    for (const auto& a : list) f(std::string_view(a), std::string_view());
+  };
+}
+
+}  // namespace
+
 std::string encode_evalsha(const Script& s, std::span<const std::string_view> keys,
                            std::span<const std::string_view> args) {
-  std::vector<std::string_view> argv;
-  argv.reserve(3 + keys.size() + args.size());
-  const std::string numkeys = std::to_string(keys.size());
-  argv.push_back("EVALSHA");
-  argv.push_back(s.sha1);
-  argv.push_back(numkeys);
-  argv.insert(argv.end(), keys.begin(), keys.end());
-  argv.insert(argv.end(), args.begin(), args.end());
-  return format_command(std::span<const std::string_view>(argv));
+  return encode_evalsha_with(s, each_of(keys), each_of(args));
 }
 
 std::string encode_evalsha(const Script& s, const std::vector<std::string>& keys,
                            const std::vector<std::string>& args) {
-  std::vector<std::string_view> k(keys.begin(), keys.end());
-  std::vector<std::string_view> a(args.begin(), args.end());
-  return encode_evalsha(s, k, a);
+  return encode_evalsha_with(s, each_of(keys), each_of(args));
 }
 
 std::string evalsha_to_eval(const Script& s, const std::string& payload) {
