@@ -468,8 +468,12 @@ void ClientCore::send_now(std::string payload, ReplyHandler done, const Script* 
 // (one post per batch, not one per call).
 void ClientCore::eval(const Script& s, const std::vector<std::string>& keys, const std::vector<std::string>& args,
                       ReplyHandler done) {
+  eval(s, encode_evalsha(s, keys, args), std::move(done));
+}
+
+void ClientCore::eval(const Script& s, std::string payload, ReplyHandler done) {
   const Script& run = cluster_mode_ ? cluster_variant(s) : s;
-  std::string payload = encode_evalsha(run, keys, args);
+  if (cluster_mode_) rewrite_evalsha(payload, run.sha1);
   ReplyHandler handler = with_eval_fallback(run, payload, std::move(done));
   send(std::move(payload), std::move(handler), &run);
 }
@@ -564,7 +568,7 @@ void ClientCore::release_held(const std::shared_ptr<std::promise<void>>& release
     if (rec->scripts.fanout) {
       rec->scripts.fanout->send_to_others(*rec->scripts.release, rec->scripts.release_key_list(), rec->release_args());
     }
-    eval_now(*rec->scripts.release, encode_evalsha(*rec->scripts.release, rec->scripts.release_key_list(), rec->release_args()),
+    eval_now(*rec->scripts.release, rec->release_payload(),
              std::move(answered));
   }
   one_done();

@@ -61,6 +61,8 @@ class ClientCore : public std::enable_shared_from_this<ClientCore>, public Conne
   // connection is an EVAL: Command::script).
   void eval(const Script& s, const std::vector<std::string>& keys, const std::vector<std::string>& args,
             ReplyHandler done);
+  // The same with the EVALSHA of `s` already encoded (encode_evalsha_with).
+  void eval(const Script& s, std::string evalsha_payload, ReplyHandler done);
   // How long a blocking caller polls for its reply before sleeping (ClientOptions::busy_poll).
   std::chrono::microseconds busy_poll() const noexcept override { return options_.busy_poll; }
   // LoopDriver: runs the loop on the calling thread until `ready` (see the threading note above).

@@ -653,7 +653,7 @@ void release_unwanted(const std::shared_ptr<LeaseRecord>& rec, std::function<voi
   // answer, so a caller is not held up while the node is down.
   send_idempotent(
       rec->core,
-      [rec, payload = encode_evalsha(*rec->scripts.release, rec->scripts.release_key_list(), rec->release_args())](
+      [rec, payload = rec->release_payload()](
           ReplyHandler done) { rec->core->eval_now(*rec->scripts.release, payload, std::move(done)); },
       [rec, then = std::move(then)](Result<Reply>) {
         rec->finish_release();

@@ -1,5 +1,7 @@
 #include "locks/script_attempt.hpp"
 
+#include <charconv>
+
 #include "client_core.hpp"
 #include "locks/idempotent_call.hpp"
 #include "scripts/script_call.hpp"
@@ -7,6 +9,11 @@
 namespace dlock::detail {
 
 namespace {
+
+// `n` in decimal, written into `buf`.
+std::string_view decimal(char (&buf)[24], long long n) noexcept {
+  return std::string_view(buf, static_cast<std::size_t>(std::to_chars(buf, buf + sizeof buf, n).ptr - buf));
+}
 
 // A try sent a release under the spec's fixed owner (a refused late hold, an unknown outcome, too
 // few replicas): later tries take a fresh one (ScriptAttemptSpec::owner). Loop thread only.
@@ -41,7 +48,7 @@ void acknowledge(const std::shared_ptr<ClientCore>& core, const std::shared_ptr<
     }
     a.lease->begin_release();
     core->eval_now(*spec->hold.release,
-                   encode_evalsha(*spec->hold.release, spec->hold.release_key_list(), a.lease->release_args()),
+                   a.lease->release_payload(),
                    [rec = a.lease, report, failed = std::move(failed)](Result<Reply>) mutable {
                      rec->finish_release();
                      report(std::move(failed));
@@ -69,18 +76,34 @@ AttemptFn script_attempt(std::shared_ptr<ClientCore> core, std::shared_ptr<const
   return [core, spec](const TryContext& ctx, std::function<void(Attempt)> report) {
     std::string owner = spec->owner ? *spec->owner : core->new_owner_token();
     const auto sent = BootClock::now();
-    std::vector<std::string> args{owner, std::to_string(spec->lease->ttl.count())};
-    spec->append_acquire_extra(args);
-    if (spec->keeps_roll && !ctx.waiter.empty()) {
-      args.emplace_back(ctx.waiter);
-      args.push_back(std::to_string(ctx.place_ttl.count()));
-      args.emplace_back(ctx.more_waiters ? "1" : "0");
-    }
-    std::vector<std::string> keys = spec->acquire_key_list();
-    if (!spec->place_keys.empty() && ctx.subscribed) {
-      for (std::string_view k : spec->place_keys) keys.emplace_back(k);
-      args.push_back(std::to_string(ctx.place_ttl.count()));
-    }
+    // KEYS: the kind's acquire keys (+ the place keys of a subscribed try, MultiLock).
+    // ARGV: owner, TTL ms, the kind's extra arguments (+ waiter id, place TTL ms, more waiters:
+    // a roll try, Mutex) (+ place TTL ms, with the place keys).
+    const bool roll = spec->keeps_roll && !ctx.waiter.empty();
+    const bool places = !spec->place_keys.empty() && ctx.subscribed;
+    char ttl_buf[24];
+    char place_buf[24];
+    const std::string_view ttl_ms = decimal(ttl_buf, spec->lease->ttl.count());
+    const std::string_view place_ms = decimal(place_buf, ctx.place_ttl.count());
+    std::string payload = encode_evalsha_with(
+        *spec->acquire,
+        [&](auto&& f) {
+          spec->visit_acquire_keys(f);
+          if (places) {
+            for (std::string_view k : spec->place_keys) f(k, std::string_view());
+          }
+        },
+        [&](auto&& f) {
+          f(owner, std::string_view());
+          f(ttl_ms, std::string_view());
+          spec->visit_acquire_extra(f);
+          if (roll) {
+            f(ctx.waiter, std::string_view());
+            f(place_ms, std::string_view());
+            f(ctx.more_waiters ? "1" : "0", std::string_view());
+          }
+          if (places) f(place_ms, std::string_view());
+        });
     const ReplicationAck ack =
         spec->lease->replication_ack ? *spec->lease->replication_ack : core->options().replication_ack;
     auto handler = [core, spec, owner = std::move(owner), sent, ack, report = std::move(report)](Result<Reply> r) {
@@ -152,7 +175,6 @@ AttemptFn script_attempt(std::shared_ptr<ClientCore> core, std::shared_ptr<const
                      }
                      report(std::move(a));
     };
-    std::string payload = encode_evalsha(*spec->acquire, keys, args);
     if (ack.replicas > 0) return core->eval_acknowledged(*spec->acquire, std::move(payload), std::move(handler));
     core->eval_now(*spec->acquire, std::move(payload), std::move(handler));
   };

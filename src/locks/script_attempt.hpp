@@ -80,19 +80,21 @@ struct ScriptAttemptSpec {
   // when a subscribed waiter tries (MultiLock: each lock's waiters' roll, multi_acquire.lua).
   StringList place_keys;
 
-  std::vector<std::string> acquire_key_list() const {
-    return hold.layout ? KeyLayout::build(hold.key, hold.layout->acquire_keys) : keys;
-  }
   // The first acquire key: the lock's own key (messages, WAIT's routing).
   std::string first_key() const {
     return hold.layout ? KeyLayout::build(hold.key, hold.layout->acquire_keys.first(1)).front() : std::string(keys.front());
   }
-  void append_acquire_extra(std::vector<std::string>& args) const {
-    if (!hold.layout) {
-      for (std::string_view a : extra_args) args.emplace_back(a);
-      return;
-    }
-    for (std::string& s : KeyLayout::build(hold.key, hold.layout->acquire_extra)) args.push_back(std::move(s));
+  // The acquire script's keys and extra arguments as visitors (KeyLayout::visit), for
+  // encode_evalsha_with.
+  template <class F>
+  void visit_acquire_keys(F&& f) const {
+    if (hold.layout) return KeyLayout::visit(hold.key, hold.layout->acquire_keys, f);
+    for (std::string_view k : keys) f(k, std::string_view());
+  }
+  template <class F>
+  void visit_acquire_extra(F&& f) const {
+    if (hold.layout) return KeyLayout::visit(hold.key, hold.layout->acquire_extra, f);
+    for (std::string_view a : extra_args) f(a, std::string_view());
   }
 };
 

@@ -58,6 +58,16 @@ struct KeyLayout {
   // after release_extra, and its reply counts only waiters of other Clients (see note_release).
   bool names_waiters = false;
 
+  // Calls f(head, tail) for each item, whose string is head followed by tail: (key, text), or
+  // (text, "") for a literal. For encode_evalsha_with: no string is built.
+  template <class F>
+  static void visit(std::string_view key, std::span<const Item> items, F&& f) {
+    for (const Item& i : items) {
+      if (i.literal) f(i.text, std::string_view());
+      else f(key, i.text);
+    }
+  }
+
   static std::vector<std::string> build(std::string_view key, std::span<const Item> items) {
     std::vector<std::string> out;
     out.reserve(items.size());
@@ -108,6 +118,15 @@ struct HoldScripts {
   void append_release_extra(std::vector<std::string>& args) const {
     append(args, release_extra, layout ? layout->release_extra : std::span<const KeyLayout::Item>{});
   }
+  // The lists as visitors (KeyLayout::visit), for encode_evalsha_with.
+  template <class F>
+  void visit_renew_keys(F&& f) const { visit(renew_keys, layout ? layout->renew_keys : no_items(), f); }
+  template <class F>
+  void visit_renew_extra(F&& f) const { visit(renew_extra, layout ? layout->renew_extra : no_items(), f); }
+  template <class F>
+  void visit_release_keys(F&& f) const { visit(release_keys, layout ? layout->release_keys : no_items(), f); }
+  template <class F>
+  void visit_release_extra(F&& f) const { visit(release_extra, layout ? layout->release_extra : no_items(), f); }
   std::string channel_name() const {
     if (!layout) return channel;
     if (layout->channel_suffix.empty()) return {};
@@ -122,6 +141,12 @@ struct HoldScripts {
   }
 
  private:
+  static std::span<const KeyLayout::Item> no_items() noexcept { return {}; }
+  template <class F>
+  void visit(const StringList& list, std::span<const KeyLayout::Item> items, F& f) const {
+    if (layout) return KeyLayout::visit(key, items, f);
+    for (std::string_view a : list) f(a, std::string_view());
+  }
   void append(std::vector<std::string>& args, const StringList& list, std::span<const KeyLayout::Item> items) const {
     if (layout) {
       for (std::string& s : KeyLayout::build(key, items)) args.push_back(std::move(s));
@@ -199,6 +224,11 @@ class LeaseRecord final : public Notifier::Listener, public std::enable_shared_f
     return args;
   }
   std::vector<std::string> release_args() const;  // renewal_scheduler.cpp
+  // The EVALSHA of scripts.release (or .renew) with these keys and arguments, written in one
+  // allocation (encode_evalsha_with): what every release and renewal sends, unless the hold
+  // spans several servers (scripts.fanout takes the lists).
+  std::string release_payload() const;  // renewal_scheduler.cpp
+  std::string renew_payload(milliseconds ttl) const;
 
   // --- any thread ---
   State state() const noexcept { return state_.load(); }

@@ -1,5 +1,7 @@
 #include "renewal/renewal_scheduler.hpp"
 
+#include <charconv>
+
 #include "client_core.hpp"
 #include "scripts/script_call.hpp"
 
@@ -20,6 +22,29 @@ std::vector<std::string> LeaseRecord::release_args() const {
   scripts.append_release_extra(args);
   if (scripts.layout && scripts.layout->names_waiters) args.push_back(core->client_id());
   return args;
+}
+
+std::string LeaseRecord::release_payload() const {
+  const bool names_waiter = scripts.layout && scripts.layout->names_waiters;
+  return encode_evalsha_with(
+      *scripts.release, [&](auto&& f) { scripts.visit_release_keys(f); },
+      [&](auto&& f) {
+        f(owner, std::string_view());
+        scripts.visit_release_extra(f);
+        if (names_waiter) f(core->client_id(), std::string_view());
+      });
+}
+
+std::string LeaseRecord::renew_payload(milliseconds ttl) const {
+  char buf[24];
+  const std::string_view ttl_ms(buf, static_cast<std::size_t>(std::to_chars(buf, buf + sizeof buf, ttl.count()).ptr - buf));
+  return encode_evalsha_with(
+      *scripts.renew, [&](auto&& f) { scripts.visit_renew_keys(f); },
+      [&](auto&& f) {
+        f(owner, std::string_view());
+        f(ttl_ms, std::string_view());
+        scripts.visit_renew_extra(f);
+      });
 }
 
 void LeaseRecord::on_notification(std::string_view payload) {
@@ -144,8 +169,7 @@ void RenewalScheduler::renew(const std::shared_ptr<LeaseRecord>& rec, time_point
     return rec->scripts.fanout->run(*rec->scripts.renew, rec->scripts.renew_key_list(), rec->renew_args(ttl),
                                     std::move(on_reply));
   }
-  core_.eval_now(*rec->scripts.renew, encode_evalsha(*rec->scripts.renew, rec->scripts.renew_key_list(), rec->renew_args(ttl)),
-                 std::move(on_reply));
+  core_.eval_now(*rec->scripts.renew, rec->renew_payload(ttl), std::move(on_reply));
 }
 
 void RenewalScheduler::extended(const std::shared_ptr<LeaseRecord>& rec, milliseconds ttl, time_point sent_at) {

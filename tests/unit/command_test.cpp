@@ -1,5 +1,5 @@
 // Unit tests for dlock's RESP command writer (src/io/command.hpp: RespWriter, format_command) and
-// the visitor form of the EVALSHA encoding (encode_evalsha_with):
+// the visitor form of the EVALSHA encoding (encode_evalsha_with, KeyLayout/HoldScripts visitors):
 // byte for byte against hiredis's own formatter, which dlock used before and no longer calls.
 #include <gtest/gtest.h>
 #include <hiredis/hiredis.h>
@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "io/command.hpp"
+#include "renewal/lease_record.hpp"
 #include "scripts/script_call.hpp"
 
 namespace {
@@ -18,6 +19,8 @@ namespace {
 using dlock::detail::encode_evalsha;
 using dlock::detail::encode_evalsha_with;
 using dlock::detail::format_command;
+using dlock::detail::HoldScripts;
+using dlock::detail::KeyLayout;
 using dlock::detail::RespWriter;
 using dlock::detail::Script;
 
@@ -115,6 +118,37 @@ TEST(EncodeEvalshaWith, VisitorsGiveTheListsEncoding) {
   argv.insert(argv.end(), keys.begin(), keys.end());
   argv.insert(argv.end(), args.begin(), args.end());
   EXPECT_EQ(encode_evalsha(kScript, keys, args), hiredis_format(argv));
+}
+
+// A layout like a lock kind's: keys and arguments derived from the lock's key, and literals.
+constexpr KeyLayout::Item kKeys[] = {{""}, {":fence"}, {":waiters"}};
+constexpr KeyLayout::Item kExtra[] = {{":ch"}, {"5000", true}};
+constexpr KeyLayout kLayout{kKeys, kExtra, kKeys, {}, kKeys, kExtra, ":ch", false};
+
+template <class Visit>
+std::vector<std::string> collect(Visit visit) {
+  std::vector<std::string> out;
+  visit([&](std::string_view head, std::string_view tail) { out.push_back(std::string(head) + std::string(tail)); });
+  return out;
+}
+
+TEST(EncodeEvalshaWith, HoldScriptsVisitorsMatchTheirLists) {
+  HoldScripts laid_out;
+  laid_out.layout = &kLayout;
+  laid_out.key = "dlock:{orders}";
+  EXPECT_EQ(collect([&](auto&& f) { laid_out.visit_release_keys(f); }), laid_out.release_key_list());
+  EXPECT_EQ(collect([&](auto&& f) { laid_out.visit_renew_keys(f); }), laid_out.renew_key_list());
+  std::vector<std::string> extra;
+  laid_out.append_release_extra(extra);
+  EXPECT_EQ(collect([&](auto&& f) { laid_out.visit_release_extra(f); }), extra);
+  EXPECT_EQ(extra, (std::vector<std::string>{"dlock:{orders}:ch", "5000"}));
+
+  HoldScripts listed;
+  listed.release_keys = dlock::detail::StringList({"k1", "k2"});
+  listed.release_extra = dlock::detail::StringList({"x"});
+  EXPECT_EQ(collect([&](auto&& f) { listed.visit_release_keys(f); }), listed.release_key_list());
+  EXPECT_EQ(collect([&](auto&& f) { listed.visit_release_extra(f); }), (std::vector<std::string>{"x"}));
+  EXPECT_TRUE(collect([&](auto&& f) { listed.visit_renew_extra(f); }).empty());
 }
 
 }  // namespace
