@@ -88,6 +88,18 @@ Result<Reply> run_blocking(const std::shared_ptr<LeaseRecord>& rec, const detail
       });
 }
 
+// The same for a hold on one server, with its script's EVALSHA already encoded
+// (LeaseRecord::release_payload): one allocation for the command instead of its lists.
+Result<Reply> run_blocking(const std::shared_ptr<LeaseRecord>& rec, const detail::Script& script,
+                           const std::string& payload, std::function<void(const Result<Reply>&)> on_loop) {
+  return detail::call_idempotent(*rec->core, [&](detail::ReplyHandler done) {
+    rec->core->eval(script, payload, [on_loop, done = std::move(done)](Result<Reply> reply) {
+      if (on_loop) on_loop(reply);
+      done(std::move(reply));
+    });
+  });
+}
+
 Result<void> extend_record(const std::shared_ptr<LeaseRecord>& rec, milliseconds ttl);
 Result<void> release_parts(const std::shared_ptr<LeaseRecord>& parent);
 
@@ -229,13 +241,14 @@ Result<void> Lease::release() noexcept {
     // A take is counted through its hold; a hold in parts through its parts.
     if (!rec->hold && rec->parts.empty()) rec->core->active_leases_.fetch_sub(1);
     if (!rec->parts.empty()) return release_parts(rec);
-    // Renewal is cancelled before the release is sent. A renewal already under way that crosses
-    // the release finds the key gone and changes nothing: the renew script never re-creates a
-    // key, and its reply is ignored once the lease is releasing.
-    rec->core->post([rec] { rec->core->renewals().remove(*rec); });
-    const std::vector<std::string> args = rec->release_args();
+    // From here the watchdog sends no renewal for it (it skips a record that is releasing), and
+    // a renewal already under way that crosses the release finds the key gone and changes
+    // nothing: the renew script never re-creates a key, and its reply is ignored once the lease
+    // is releasing. The record leaves the watchdog's queue (and its revocation channel) on the
+    // loop thread: with the release's reply below, not in a handler of its own.
     if (rec->core->on_loop_thread()) {
-      eval_hold(*rec, *rec->scripts.release, rec->scripts.release_key_list(), args,
+      rec->core->renewals().remove(*rec);
+      eval_hold(*rec, *rec->scripts.release, rec->scripts.release_key_list(), rec->release_args(),
                 [rec](Result<Reply>) { rec->finish_release(); });
       return Error(errc::called_from_event_loop,
                    "release of " + describe(*rec) + " sent from the event-loop thread; its outcome is not awaited");
@@ -245,14 +258,19 @@ Result<void> Lease::release() noexcept {
     // by pointer (this call waits for the reply and holds `rec`), which keeps the callback
     // within std::function's small buffer: no allocation per release.
     const auto sent = BootClock::now();
-    Result<Reply> r = run_blocking(rec, *rec->scripts.release, rec->scripts.release_key_list(), args,
-                                   [held = rec.get(), sent](const Result<Reply>& reply) {
-                                     if (reply.ok() && reply->is_integer() && reply->integer() >= 3) {
-                                       held->core->note_release(held->scripts.first_release_key(),
-                                                                reply->integer() - 2, BootClock::now() - sent,
-                                                                held->scripts.layout && held->scripts.layout->names_waiters);
-                                     }
-                                   });
+    auto on_loop = [held = rec.get(), sent](const Result<Reply>& reply) {
+      // A command refused at once (the Client began shutting down after the checks above) is
+      // answered on this caller's thread: the removal then goes to the loop as a handler.
+      if (held->core->on_loop_thread()) held->core->renewals().remove(*held);
+      else held->core->post([self = held->shared_from_this()] { self->core->renewals().remove(*self); });
+      if (reply.ok() && reply->is_integer() && reply->integer() >= 3) {
+        held->core->note_release(held->scripts.first_release_key(), reply->integer() - 2, BootClock::now() - sent,
+                                 held->scripts.layout && held->scripts.layout->names_waiters);
+      }
+    };
+    Result<Reply> r = rec->scripts.fanout ? run_blocking(rec, *rec->scripts.release, rec->scripts.release_key_list(),
+                                                         rec->release_args(), on_loop)
+                                          : run_blocking(rec, *rec->scripts.release, rec->release_payload(), on_loop);
     if (!r.ok()) {
       rec->finish_release();
       return Error(r.code(), "release of " + describe(*rec) + " failed (" + r.error().what() +
