@@ -1,7 +1,6 @@
 #include "locks/acquire_op.hpp"
 
 #include <algorithm>
-#include <deque>
 #include <utility>
 
 #include "client_core.hpp"
@@ -19,20 +18,10 @@ class AcquireOp;
 // The process-local queue of waiters for one lock. Loop thread only.
 class WaitQueue final : public std::enable_shared_from_this<WaitQueue> {
  public:
+  // Only what every acquisition needs: most find the lock free with their first try and never
+  // subscribe, so the channels' names and listeners are made when the queue first subscribes.
   WaitQueue(ClientCore& core, std::string key, const AcquireRequest& req)
-      : core_(core), key_(std::move(key)), channels_{req.channel}, withdraw_(req.withdraw) {
-    wake_only_on_ = req.wake_only_on;
-    channels_.insert(channels_.end(), req.extra_channels.begin(), req.extra_channels.end());
-    lock_channels_ = channels_.size();
-    // A kind with a waiters' roll names this Client's waiter on a channel of its own, so a
-    // release wakes no other process (mutex_release.lua).
-    if (withdraw_) channels_.push_back(req.channel + ":" + core_.client_id());
-    for (std::size_t i = 0; i < channels_.size(); ++i) listeners_.push_back(std::make_unique<ChannelListener>(this, i));
-    const auto& watched = req.watch_keys.empty() ? std::vector<std::string>{req.key} : req.watch_keys;
-    for (const auto& k : watched) {
-      keyspace_channels_.push_back("__keyspace@" + std::to_string(core_.address().db) + "__:" + k);
-    }
-  }
+      : core_(core), key_(std::move(key)), wake_only_on_(req.wake_only_on), withdraw_(req.withdraw) {}
   ~WaitQueue() {
     if (!subscribed_) return;
     for (std::size_t i = 0; i < channels_.size(); ++i) core_.notifier().unsubscribe(channels_[i], listeners_[i].get());
@@ -57,8 +46,9 @@ class WaitQueue final : public std::enable_shared_from_this<WaitQueue> {
   // Whether this process listens on the lock's channel (its release notifications count it).
   bool subscribed() const noexcept { return subscribed_; }
   std::uint64_t generation() const noexcept { return generation_; }
-  // Subscribes once for the whole queue; `then` runs when the subscription is confirmed or failed.
-  void subscribe_then(std::function<void()> then);
+  // Subscribes once for the whole queue, to the channels `req` names (every waiter of one key
+  // names the same); `then` runs when the subscription is confirmed or failed.
+  void subscribe_then(const AcquireRequest& req, std::function<void()> then);
 
   // Shutdown: every waiter fails with `why`.
   void fail_all(const Error& why);
@@ -89,6 +79,7 @@ class WaitQueue final : public std::enable_shared_from_this<WaitQueue> {
 
  private:
   void wake();
+  void name_channels(const AcquireRequest& req);
   friend struct KeyspaceListener;
 
   struct ChannelListener final : Notifier::Listener {
@@ -120,7 +111,9 @@ class WaitQueue final : public std::enable_shared_from_this<WaitQueue> {
     }
     void on_resubscribed() override { queue->wake(); }
   } keyspace_listener_{this};
-  std::deque<std::shared_ptr<AcquireOp>> ops_;
+  // A vector, not a deque: a deque allocates twice when made, and a queue is made for nearly
+  // every acquisition; queues are short, so erasing at the front costs little.
+  std::vector<std::shared_ptr<AcquireOp>> ops_;
   void (*withdraw_)(ClientCore&, const std::string&, std::string_view) = nullptr;
   bool on_roll_ = false;
   bool failing_ = false;  // fail_all() is ending every wait: no head takes over meanwhile
@@ -186,7 +179,7 @@ class AcquireOp final : public std::enable_shared_from_this<AcquireOp> {
     // previous head took the lock with its unsubscribed try, and may already have let it go)
     // was heard by nobody here, so the first wait begins with a try, as every new subscription's.
     const bool subscribed_before = queue_->confirmed();
-    queue_->subscribe_then([self = shared_from_this(), held_here, holder_ttl, subscribed_before] {
+    queue_->subscribe_then(req_, [self = shared_from_this(), held_here, holder_ttl, subscribed_before] {
       if (self->state_ != State::subscribing) return;
       // A Client off the roll (its previous head acquired with nobody queued behind it; this
       // waiter came later) would never be named: one try, which finds the lock busy, puts it on.
@@ -434,11 +427,25 @@ void WaitQueue::fail_all(const Error& why) {
   failing_ = false;
 }
 
-void WaitQueue::subscribe_then(std::function<void()> then) {
+void WaitQueue::name_channels(const AcquireRequest& req) {
+  channels_.push_back(req.channel);
+  channels_.insert(channels_.end(), req.extra_channels.begin(), req.extra_channels.end());
+  lock_channels_ = channels_.size();
+  // A kind with a waiters' roll names this Client's waiter on a channel of its own, so a
+  // release wakes no other process (mutex_release.lua).
+  if (withdraw_) channels_.push_back(req.channel + ":" + core_.client_id());
+  for (std::size_t i = 0; i < channels_.size(); ++i) listeners_.push_back(std::make_unique<ChannelListener>(this, i));
+  const std::string prefix = "__keyspace@" + std::to_string(core_.address().db) + "__:";
+  if (req.watch_keys.empty()) keyspace_channels_.push_back(prefix + req.key);
+  for (const auto& k : req.watch_keys) keyspace_channels_.push_back(prefix + k);
+}
+
+void WaitQueue::subscribe_then(const AcquireRequest& req, std::function<void()> then) {
   if (confirmed_) return then();
   on_confirmed_.push_back(std::move(then));
   if (subscribed_) return;
   subscribed_ = true;
+  name_channels(req);
   if (core_.keyspace_events()) {
     keyspace_subscribed_ = true;
     for (const auto& ch : keyspace_channels_) core_.notifier().subscribe(ch, &keyspace_listener_, [](const Error&) {});
