@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <charconv>
 #include <functional>
 #include <future>
 #include <utility>
@@ -68,6 +69,7 @@ struct ScriptVariant {
 ClientCore::ClientCore(Deployment deployment, ClientOptions options)
     : deployment_(std::move(deployment)),
       address_(deployment_.nodes.front()),
+      address_display_(address_.display()),
       cluster_mode_(deployment_.kind == Deployment::Kind::cluster),
       options_(std::move(options)),
       identity_(host_name() + ":" + std::to_string(::getpid())),
@@ -416,16 +418,27 @@ void ClientCore::interrupt() {
 }
 
 std::string ClientCore::new_owner_token() const {
-  std::string token = random_hex(16);
-  token.push_back('@');
-  token += identity_;
+  // Drawn per acquisition: built in one allocation.
   // Wall-clock time of the acquisition, for operators ("held for 3 min"); never used for
   // validity, which is measured on BootClock.
   const auto unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
       std::chrono::system_clock::now().time_since_epoch());
-  token.push_back(':');
-  token += std::to_string(unix_ms.count());
+  char ms[24];
+  const std::size_t ms_len = static_cast<std::size_t>(std::to_chars(ms, ms + sizeof ms, unix_ms.count()).ptr - ms);
+  std::string token;
+  token.reserve(32 + 1 + identity_.size() + 1 + ms_len);
+  append_random_hex(token, 16);
+  token.append(1, '@').append(identity_).append(1, ':').append(ms, ms_len);
   return token;
+}
+
+std::string ClientCore::lock_what(std::string_view kind, std::string_view name, std::string_view qualifier) const {
+  constexpr std::string_view quote = " '", unquote = "'", on = " on ";
+  std::string s;
+  s.reserve(kind.size() + quote.size() + name.size() + unquote.size() + qualifier.size() + on.size() +
+            address_display_.size());
+  s.append(kind).append(quote).append(name).append(unquote).append(qualifier).append(on).append(address_display_);
+  return s;
 }
 
 void ClientCore::post(std::function<void()> fn) { asio::post(io_, std::move(fn)); }

@@ -108,7 +108,7 @@ AcquireRequest MultiLock::request(WaitOptions wait) const {
   req.channel = keys_.front() + ":ch";
   for (std::size_t i = 1; i < keys_.size(); ++i) req.extra_channels.push_back(keys_[i] + ":ch");
   req.watch_keys = keys_;
-  req.what = "MultiLock '" + display_ + "' on " + core_->address().display();
+  req.what = core_->lock_what("MultiLock", display_);
   req.wait = wait;
   // One script iff it can reach every key: not on Cluster, or all keys in one slot.
   req.attempt = ordered() ? ordered_multi_attempt(core_, ordered_spec_) : script_attempt(core_, spec_);

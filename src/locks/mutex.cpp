@@ -93,7 +93,7 @@ AcquireRequest Mutex::request(WaitOptions wait) const {
   AcquireRequest req;
   req.key = spec_->hold.key;
   req.channel = spec_->hold.channel_name();
-  req.what = "Mutex '" + spec_->name + "' on " + core_->address().display();
+  req.what = core_->lock_what("Mutex", spec_->name);
   req.wait = wait;
   req.attempt = script_attempt(core_, spec_);
   req.withdraw = &withdraw_place;

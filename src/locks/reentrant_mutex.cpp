@@ -213,7 +213,7 @@ AcquireRequest ReentrantMutex::request(const std::string& owner, WaitOptions wai
   AcquireRequest req;
   req.key = layout_->key;
   req.channel = layout_->channel;
-  req.what = "ReentrantMutex '" + name_ + "' on " + core_->address().display();
+  req.what = core_->lock_what("ReentrantMutex", name_);
   req.wait = wait;
   // A take whose reply came back after its validity ended is given back (its own release: one
   // decrement, through its latch) and the try reports busy (script_attempt.hpp, refuse_late).

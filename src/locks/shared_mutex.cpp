@@ -90,7 +90,7 @@ AcquireRequest SharedMutex::write_request(WaitOptions wait, std::shared_ptr<std:
   // next try on this queue (ClientCore::note_release is keyed by the first release key).
   req.key = key_;
   req.channel = key_ + ":ch";
-  req.what = "SharedMutex '" + name_ + "' (write) on " + core_->address().display();
+  req.what = core_->lock_what("SharedMutex", name_, " (write)");
   req.wait = wait;
   req.attempt = script_attempt(core_, std::move(spec));
   // A writer's hold ends when P{N} goes (release, expiry); readers' when their zset goes.
@@ -102,7 +102,7 @@ AcquireRequest SharedMutex::read_request(WaitOptions wait) const {
   AcquireRequest req;
   req.key = key_ + ":r:" + std::to_string(next_reader_queue.fetch_add(1));
   req.channel = key_ + ":ch";
-  req.what = "SharedMutex '" + name_ + "' (read) on " + core_->address().display();
+  req.what = core_->lock_what("SharedMutex", name_, " (read)");
   req.wait = wait;
   req.attempt = script_attempt(core_, read_spec_);
   // Readers wait for the writer's P{N} and for the writers' intents to go.

@@ -21,18 +21,25 @@ inline void random_bytes(void* out, std::size_t n) {
   }
 }
 
-inline std::string random_hex(std::size_t n) {
+// Appends random_hex(n) to `out`.
+inline void append_random_hex(std::string& out, std::size_t n) {
   std::array<unsigned char, 32> bytes{};  // on the stack: an owner token is drawn per acquisition
   if (n > bytes.size()) n = bytes.size();
   random_bytes(bytes.data(), n);
   static constexpr char hex[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(2 * n);
+  const std::size_t at = out.size();
+  out.resize(at + 2 * n);
+  char* p = out.data() + at;
   for (std::size_t i = 0; i < n; ++i) {
     const unsigned char b = bytes[i];
-    out.push_back(hex[b >> 4]);
-    out.push_back(hex[b & 15]);
+    *p++ = hex[b >> 4];
+    *p++ = hex[b & 15];
   }
+}
+
+inline std::string random_hex(std::size_t n) {
+  std::string out;
+  append_random_hex(out, n);
   return out;
 }
 
