@@ -43,12 +43,12 @@ demo: build
 # Benchmarks (not part of make test): see docs/BENCHMARKS.md.
 BENCH_BUILD ?= build-bench
 BENCH_ARGS ?=
-.PHONY: bench bench-peers bench-report bench-build bench-peer-deps
+.PHONY: bench bench-peers bench-report bench-build bench-peer-deps bench-instructions
 bench-build:
 	@scripts/install-deps bench
 	cmake -S . -B $(BENCH_BUILD) -DCMAKE_BUILD_TYPE=Release -DDLOCK_BUILD_BENCH=ON \
 	  -DDLOCK_BUILD_TESTS=OFF -DDLOCK_BUILD_CLI=OFF -DDLOCK_BUILD_EXAMPLES=OFF
-	cmake --build $(BENCH_BUILD) -j $(JOBS) --target dlock_bench
+	cmake --build $(BENCH_BUILD) -j $(JOBS) --target dlock_bench dlock_bench_pairs
 bench: bench-build
 	scripts/bench $(BENCH_BUILD) $(BENCH_ARGS)
 bench-peer-deps:
@@ -59,6 +59,10 @@ bench-peers: bench-build bench-peer-deps
 	scripts/bench $(BENCH_BUILD) --peers $(BENCH_ARGS)
 bench-report: bench-build bench-peer-deps
 	scripts/bench $(BENCH_BUILD) --report $(BENCH_ARGS)
+# The client's own instructions per Mutex acquire+release pair, counted by callgrind: the one
+# figure of the bench that does not drift with the host (docs/BENCHMARKS.md).
+bench-instructions: bench-build
+	scripts/bench $(BENCH_BUILD) --instructions
 
 clean:
 	rm -rf $(BUILD)
