@@ -128,9 +128,7 @@ class AcquireOp final : public std::enable_shared_from_this<AcquireOp> {
   AcquireOp(std::shared_ptr<ClientCore> core, AcquireRequest req, AcquireDone done)
       : core_(std::move(core)),
         req_(std::move(req)),
-        done_(std::move(done)),
-        timer_(core_->io()),
-        deadline_timer_(core_->io()) {
+        done_(std::move(done)) {
     req_.wait = normalize_wait(req_.wait);
     if (req_.wait.timeout) deadline_ = BootClock::now() + *req_.wait.timeout;
   }
@@ -194,7 +192,7 @@ class AcquireOp final : public std::enable_shared_from_this<AcquireOp> {
   // A release was announced (or the subscription was re-established).
   void wake() {
     if (state_ != State::sleeping) return;
-    timer_.cancel();
+    if (timer_) timer_->cancel();
     try_now();
   }
 
@@ -227,8 +225,8 @@ class AcquireOp final : public std::enable_shared_from_this<AcquireOp> {
         const auto at = deadline_ ? std::min(*until, *deadline_) : *until;
         state_ = State::sleeping;
         waiting();
-        timer_.expires_at(at);
-        timer_.async_wait([self = shared_from_this()](std::error_code ec) {
+        sleep_timer().expires_at(at);
+        timer_->async_wait([self = shared_from_this()](std::error_code ec) {
           if (!ec && self->state_ == State::sleeping && !self->past_deadline()) self->try_after_courtesy();
         });
         return;
@@ -321,8 +319,8 @@ class AcquireOp final : public std::enable_shared_from_this<AcquireOp> {
     }
     state_ = State::sleeping;
     waiting();
-    timer_.expires_at(at);
-    timer_.async_wait([self = shared_from_this()](std::error_code ec) {
+    sleep_timer().expires_at(at);
+    timer_->async_wait([self = shared_from_this()](std::error_code ec) {
       if (!ec && self->state_ == State::sleeping && !self->past_deadline()) self->try_now();
     });
   }
@@ -347,18 +345,24 @@ class AcquireOp final : public std::enable_shared_from_this<AcquireOp> {
   // lock after all, its reply releases it (on_attempt).
   void arm_deadline() {
     if (!deadline_) return;
-    deadline_timer_.expires_at(*deadline_);
-    deadline_timer_.async_wait([self = shared_from_this()](std::error_code ec) {
+    deadline_timer_.emplace(core_->io());
+    deadline_timer_->expires_at(*deadline_);
+    deadline_timer_->async_wait([self = shared_from_this()](std::error_code ec) {
       if (ec || self->state_ == State::done || self->state_ == State::sleeping) return;  // sleep ends at the deadline itself
       self->finish(Error(errc::timeout, "timed out waiting for " + self->req_.what));
     });
   }
 
+  BootTimer& sleep_timer() {
+    if (!timer_) timer_.emplace(core_->io());
+    return *timer_;
+  }
+
   void finish(Result<Lease> result) {
     if (state_ == State::done) return;
     state_ = State::done;
-    timer_.cancel();
-    deadline_timer_.cancel();
+    if (timer_) timer_->cancel();
+    if (deadline_timer_) deadline_timer_->cancel();
     if (queue_) {
       auto q = std::move(queue_);
       q->remove(this, result.ok() && !pass_turn_, others_ttl_);
@@ -370,8 +374,10 @@ class AcquireOp final : public std::enable_shared_from_this<AcquireOp> {
   std::shared_ptr<ClientCore> core_;
   AcquireRequest req_;
   AcquireDone done_;
-  BootTimer timer_;           // sleeping between tries
-  BootTimer deadline_timer_;  // the caller's deadline
+  // Made when first needed: most acquisitions never sleep, and many have no deadline. Making an
+  // Asio timer looks its service up under a mutex, and cancelling one takes the reactor's.
+  std::optional<BootTimer> timer_;           // sleeping between tries (sleep_timer())
+  std::optional<BootTimer> deadline_timer_;  // the caller's deadline (arm_deadline())
   std::optional<BootClock::time_point> deadline_;
   BootClock::time_point try_sent_{};           // when the current (or last) try was sent
   BootClock::duration last_round_trip_{};      // how long the last try took
