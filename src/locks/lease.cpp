@@ -88,12 +88,12 @@ Result<Reply> run_blocking(const std::shared_ptr<LeaseRecord>& rec, const detail
       });
 }
 
-// The same for a hold on one server, with its script's EVALSHA already encoded
-// (LeaseRecord::release_payload): one allocation for the command instead of its lists.
-Result<Reply> run_blocking(const std::shared_ptr<LeaseRecord>& rec, const detail::Script& script,
-                           const std::string& payload, std::function<void(const Result<Reply>&)> on_loop) {
+// The release of a hold on one server: its EVALSHA encoded for each send (the first one, and a
+// resend after an unknown outcome) by LeaseRecord::release_payload(), in one allocation.
+Result<Reply> run_release_blocking(const std::shared_ptr<LeaseRecord>& rec,
+                                   std::function<void(const Result<Reply>&)> on_loop) {
   return detail::call_idempotent(*rec->core, [&](detail::ReplyHandler done) {
-    rec->core->eval(script, payload, [on_loop, done = std::move(done)](Result<Reply> reply) {
+    rec->core->eval(*rec->scripts.release, rec->release_payload(), [on_loop, done = std::move(done)](Result<Reply> reply) {
       if (on_loop) on_loop(reply);
       done(std::move(reply));
     });
@@ -270,7 +270,7 @@ Result<void> Lease::release() noexcept {
     };
     Result<Reply> r = rec->scripts.fanout ? run_blocking(rec, *rec->scripts.release, rec->scripts.release_key_list(),
                                                          rec->release_args(), on_loop)
-                                          : run_blocking(rec, *rec->scripts.release, rec->release_payload(), on_loop);
+                                          : run_release_blocking(rec, on_loop);
     if (!r.ok()) {
       rec->finish_release();
       return Error(r.code(), "release of " + describe(*rec) + " failed (" + r.error().what() +
