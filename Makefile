@@ -60,7 +60,7 @@ bench-peers: bench-build bench-peer-deps
 bench-report: bench-build bench-peer-deps
 	scripts/bench $(BENCH_BUILD) --report $(BENCH_ARGS)
 # The client's own instructions per Mutex acquire+release pair, counted by callgrind: the one
-# figure of the bench that does not drift with the host (docs/BENCHMARKS.md).
+# figure of the bench that barely drifts with the host (idle: within 0.5%; docs/BENCHMARKS.md).
 bench-instructions: bench-build
 	scripts/bench $(BENCH_BUILD) --instructions
 

@@ -1,8 +1,9 @@
 // dlock-bench-pairs: N acquire+release pairs of one Mutex on one thread, and nothing else: the
 // program `scripts/bench BUILD --instructions` runs under callgrind (twice, with two values of N)
 // to count the client's own instructions per pair. Unlike pairs/s on this shared VM, that count
-// repeats to within a few instructions from run to run, so a change to the client's per-call work
-// shows in it at once (docs/BENCHMARKS.md, "Client instructions per pair").
+// repeats to within 0.5% on an idle machine (load lowers it by up to 9%: compare counts taken at
+// the same load), so a change to the client's per-call work shows in it at once
+// (docs/BENCHMARKS.md, Method, 6).
 //
 // The Client runs with callers_run_loop off and busy_poll 0: the caller hands each command to the
 // Client's own thread and sleeps until the reply, and neither thread spins, so the count is the
