@@ -21,13 +21,6 @@
 namespace dlock::detail {
 namespace {
 
-// The ACL refused EVAL. A script's first use on a connection is an EVAL (Command::script); a
-// deployment that allows only EVALSHA of scripts an operator loaded (SCRIPT LOAD, a hardening
-// some run) gets that use as EVALSHA instead, and the connection sends EVALSHA from then on.
-bool eval_refused(const Reply& r) {
-  return r.is_error() && r.error_prefix() == "NOPERM" && r.str().find("'eval' command") != std::string::npos;
-}
-
 // The ClientCore whose loop this thread runs now (the own thread: always; a caller: while it
 // runs the loop in drive_until()).
 thread_local const ClientCore* t_running_loop = nullptr;
@@ -148,21 +141,10 @@ void ClientCore::eval_acknowledged(const Script& s, std::string payload, ReplyHa
   const Script& run = cluster_mode_ ? cluster_variant(s) : s;
   if (cluster_mode_) rewrite_evalsha(payload, run.sha1);
   if (!cluster_ && !primary_known_ && discovery_failed_) return done(discovery_error_);
-  // The EVAL fallback must use the same connection, or WAIT would not cover its write.
-  auto copy = payload;
-  auto on_reply = [this, script = &run, copy = std::move(copy), done = std::move(done)](Result<Reply> r) mutable {
-    if (r.ok() && r->is_error() && r->error_prefix() == "NOSCRIPT") {
-      if (cluster_) return cluster_->send_acked(evalsha_to_eval(*script, copy), std::move(done));
-      return ack_connection().send(Command{evalsha_to_eval(*script, copy), std::move(done)});
-    }
-    if (r.ok() && eval_refused(*r)) {
-      if (cluster_) return cluster_->send_acked(std::move(copy), std::move(done));
-      return ack_connection().send(Command{std::move(copy), std::move(done)});
-    }
-    done(std::move(r));
-  };
-  if (cluster_) return cluster_->send_acked(std::move(payload), std::move(on_reply), &run);
-  ack_connection().send(Command{std::move(payload), std::move(on_reply), {}, &run});
+  // The one retry after NOSCRIPT (or an ACL that refuses EVAL) is the connection's, so it
+  // stays on the connection whose WAIT must cover its write (Connection::retry_script).
+  if (cluster_) return cluster_->send_acked(std::move(payload), std::move(done), &run);
+  ack_connection().send(Command{std::move(payload), std::move(done), {}, &run});
 }
 
 void ClientCore::wait_replicas(const ReplicationAck& ack, const std::string& key,
@@ -484,34 +466,18 @@ void ClientCore::eval(const Script& s, const std::vector<std::string>& keys, con
   eval(s, encode_evalsha(s, keys, args), std::move(done));
 }
 
+// The one EVAL retry after NOSCRIPT is the connection's (Connection::retry_script): the
+// payload is not copied for a fallback that almost never runs.
 void ClientCore::eval(const Script& s, std::string payload, ReplyHandler done) {
   const Script& run = cluster_mode_ ? cluster_variant(s) : s;
   if (cluster_mode_) rewrite_evalsha(payload, run.sha1);
-  ReplyHandler handler = with_eval_fallback(run, payload, std::move(done));
-  send(std::move(payload), std::move(handler), &run);
+  send(std::move(payload), std::move(done), &run);
 }
 
 void ClientCore::eval_now(const Script& s, std::string payload, ReplyHandler done) {
-  if (cluster_mode_) {
-    const Script& run = cluster_variant(s);
-    rewrite_evalsha(payload, run.sha1);
-    ReplyHandler handler = with_eval_fallback(run, payload, std::move(done));
-    return send_now(std::move(payload), std::move(handler), &run);
-  }
-  ReplyHandler handler = with_eval_fallback(s, payload, std::move(done));
-  send_now(std::move(payload), std::move(handler), &s);
-}
-
-ReplyHandler ClientCore::with_eval_fallback(const Script& s, const std::string& evalsha_payload, ReplyHandler done) {
-  // The EVALSHA encoding is kept for the one EVAL fallback after NOSCRIPT, and for the one
-  // EVALSHA after a first use's EVAL that the ACL refused (eval_refused).
-  return [this, &s, copy = evalsha_payload, done = std::move(done)](Result<Reply> r) mutable {
-    if (r.ok() && r->is_error() && r->error_prefix() == "NOSCRIPT") {
-      return send_now(evalsha_to_eval(s, copy), std::move(done));
-    }
-    if (r.ok() && eval_refused(*r)) return send_now(std::move(copy), std::move(done));
-    done(std::move(r));
-  };
+  const Script& run = cluster_mode_ ? cluster_variant(s) : s;
+  if (cluster_mode_) rewrite_evalsha(payload, run.sha1);
+  send_now(std::move(payload), std::move(done), &run);
 }
 
 void ClientCore::on_connection_state(Connection& c, Connection::State s) {

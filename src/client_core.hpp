@@ -181,7 +181,6 @@ class ClientCore : public std::enable_shared_from_this<ClientCore>, public Conne
   bool take_loop();  // a caller's bid for the loop; true when it holds it
   void give_loop_back();
   bool loop_quiet() noexcept;  // a caller holding the loop: nothing but that caller waits on it now
-  ReplyHandler with_eval_fallback(const Script& s, const std::string& evalsha_payload, ReplyHandler done);
   void close_all();
   void on_primary(Result<ServerAddress> primary);
   // Cluster: the script with PUBLISH turned into SPUBLISH (sharded pub/sub), made once per script.

@@ -209,7 +209,11 @@ void Connection::enqueue_write(Command&& cmd) {
   // written after it): only the oldest command is timed, so one queued behind a WAIT is judged
   // at the WAIT's deadline at the earliest, command_timeout after the WAIT's answer was due.
   const auto limit = cmd.timeout.count() > 0 ? cmd.timeout : options_.command_timeout;
-  inflight_.push_back(Pending{std::move(cmd.done), BootClock::now() + limit, limit});
+  Pending& p = inflight_.emplace_back(Pending{std::move(cmd.done), BootClock::now() + limit, limit, nullptr, {}});
+  if (cmd.script) {
+    p.script = cmd.script;
+    p.payload = std::move(cmd.payload);  // a move, not a copy: the retry costs nothing until needed
+  }
   if (!timeout_armed_) arm_timeout();
   schedule_flush();
 }
@@ -285,9 +289,28 @@ void Connection::on_reply(Reply&& reply) {
     // next use is an EVAL again (Command::script), so only the commands already in flight meet
     // NOSCRIPT and its reordering fallback.
     if (reply.error_prefix() == "NOSCRIPT") scripts_sent_.clear();
+    if (retry_script(p, reply)) return;
     if (observer_ != nullptr) observer_->on_error_reply(*this, reply);
   }
   p.done(std::move(reply));
+}
+
+// A script command's one retry, on this connection (so that a WAIT after it, or a release
+// queued behind it, still follows it): as EVAL after NOSCRIPT, or as EVALSHA when this
+// connection's first use of the script went as an EVAL that the ACL refused (eval_refused).
+// The retry carries no script, so it is not retried again: its answer is the caller's.
+bool Connection::retry_script(Pending& p, const Reply& reply) {
+  if (p.script == nullptr) return false;
+  std::string again;
+  if (reply.error_prefix() == "NOSCRIPT") {
+    again = evalsha_to_eval(*p.script, p.payload);
+  } else if (eval_refused(reply)) {
+    again = std::move(p.payload);  // the script stays in scripts_sent_: its next uses are EVALSHAs
+  } else {
+    return false;
+  }
+  enqueue_write(Command{std::move(again), std::move(p.done), p.limit});
+  return true;
 }
 
 // One timer per connection, armed for the oldest command: replies arrive in order, so when the

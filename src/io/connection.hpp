@@ -81,6 +81,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
     ReplyHandler done;
     BootClock::time_point deadline;
     std::chrono::milliseconds limit;  // what `deadline` allows (for the timeout message)
+    // A script command (Command::script) keeps its EVALSHA payload, moved here once written, for
+    // its one retry on this connection (retry_script); null and empty for every other command,
+    // and for the retry itself.
+    const Script* script = nullptr;
+    std::string payload;
   };
 
   void connect();
@@ -92,6 +97,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void flush();
   void read();
   void on_reply(Reply&& reply);
+  bool retry_script(Pending& p, const Reply& reply);
   void arm_timeout();
   void fail(Error why, bool reconnect);
   void set_state(State s);

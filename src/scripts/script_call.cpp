@@ -47,4 +47,8 @@ std::string evalsha_to_eval(const Script& s, const std::string& payload) {
   return out;
 }
 
+bool eval_refused(const Reply& r) {
+  return r.is_error() && r.error_prefix() == "NOPERM" && r.str().find("'eval' command") != std::string::npos;
+}
+
 }  // namespace dlock::detail

@@ -53,5 +53,9 @@ std::string encode_evalsha(const Script& s, const std::vector<std::string>& keys
                            const std::vector<std::string>& args);
 // The same call as EVAL with the source, derived from an EVALSHA encoding.
 std::string evalsha_to_eval(const Script& s, const std::string& evalsha_payload);
+// The ACL refused EVAL. A script's first use on a connection is an EVAL (Command::script); a
+// deployment that allows only EVALSHA of scripts an operator loaded (SCRIPT LOAD, a hardening
+// some run) gets that use again as EVALSHA, and the connection sends EVALSHA from then on.
+bool eval_refused(const Reply& r);
 
 }  // namespace dlock::detail
