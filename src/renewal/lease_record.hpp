@@ -43,7 +43,7 @@ class HoldFanout {
 // A lock whose every key, extra argument and channel is its key plus a suffix (Mutex) keeps only
 // the key; its lists are built from one static KeyLayout of the kind when a script is sent. Kept
 // per lock, the six lists and the channel were most of a held Mutex's memory (each a heap block
-// repeating the key: docs/BENCHMARKS.md, "Watchdog memory").
+// repeating the key: docs/BENCHMARKS.md, the watchdog memory row).
 struct KeyLayout {
   // One list item: the key followed by `text` (`text` alone when `literal`).
   struct Item {

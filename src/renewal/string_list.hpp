@@ -2,7 +2,7 @@
 // allocation. A lock object and its leases keep several such lists for as long as they live
 // (the watchdog may hold thousands); as std::vector<std::string> each list costs its own buffer
 // plus 32 bytes per string and a buffer per string longer than 15 bytes (every key is), which
-// made them most of a held Mutex's memory (docs/BENCHMARKS.md, "Watchdog memory").
+// made them most of a held Mutex's memory (docs/BENCHMARKS.md, the watchdog memory row).
 //
 // Reads give std::string_view. The implicit conversion to std::vector<std::string> keeps call
 // sites that take vectors (ClientCore::eval, encode_evalsha's vector form) working unchanged.

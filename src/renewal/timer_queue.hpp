@@ -6,7 +6,7 @@
 // watchdog keeps one entry per held lease, thousands at once: a std::multimap spent a 64-byte
 // tree node per entry and an iterator in the item; an entry here is the item, its due time and
 // a sequence number (32 bytes for a shared_ptr) in a vector whose unwritten capacity costs no
-// memory (docs/BENCHMARKS.md, "Watchdog memory").
+// memory (docs/BENCHMARKS.md, the watchdog memory row).
 //
 // SlotOf: a callable `std::uint32_t& (const T&)` giving the slot kept by the item T refers to
 // (T is a pointer-like handle). The queue sets it while the item is queued and resets it to
