@@ -59,8 +59,8 @@
 // it finds it free, ahead of the queue). A key of any other type (a ReentrantMutex's hash, a
 // semaphore's zset...) gives errc::wrong_type, as do queue keys of the wrong type.
 //
-// Requires Redis >= 6.0.6 (LPOS). As with Mutex, the std members (lock, try_lock*, unlock) keep
-// one hold per thread; code that moves between threads uses acquire() and its Lease.
+// As with Mutex, the std members (lock, try_lock*, unlock) keep one hold per thread; code that
+// moves between threads uses acquire() and its Lease.
 //
 // Not guaranteed: a waiter that dies while queued is handed the lock if its place has not expired
 // yet when the lock is released; the lock then stays taken, as with a holder that died, until

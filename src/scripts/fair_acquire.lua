@@ -84,7 +84,21 @@ if not held and (not head or head == me) then
   return {1, token}
 end
 
-local position = redis.call('LPOS', KEYS[3], me)
+-- The caller's place: 0 heads the queue, 1 next after the head, 2 further back, nil not queued.
+-- Only the first two places need the list. Further back, the deadlines zset says whether the
+-- caller is queued (every script adds and removes an id in both together), in O(log N): LPOS
+-- would scan the list on every waiter's refresh, O(N^2) per refresh round of N waiters. With
+-- the list gone (deleted, evicted) the caller is not counted as queued, and queues again.
+local position = nil
+if head == me then
+  position = 0
+elseif head then
+  if redis.call('LINDEX', KEYS[3], 1) == me then
+    position = 1
+  elseif redis.call('ZSCORE', KEYS[4], me) then
+    position = 2
+  end
+end
 if ARGV[4] == '1' then
   local grant_type = redis.call('TYPE', KEYS[5])['ok']
   if grant_type ~= 'none' and grant_type ~= 'hash' then return {-1, grant_type .. ' at ' .. KEYS[5]} end

@@ -33,6 +33,7 @@
 
 namespace dlock::detail::scripts {
 extern const Script fair_force_unlock;
+extern const Script fair_acquire;
 }
 
 namespace {
@@ -93,6 +94,47 @@ class FairLockTest : public dlock::test::ServerFixture {
     return eventually([&] { return queued(name) == n; }, 5000ms);
   }
 };
+
+// ------------------------------------------------------------------------------- the script
+
+// fair_acquire.lua run by hand: the place it reports (0 head, 1 next, 2 further back) comes from
+// the list for the first two places and from the deadlines zset further back, without scanning
+// the queue. A refresh keeps each waiter's place (no second entry), and a caller whose queue
+// list was lost (deleted or evicted while its deadline stayed) queues again instead of being
+// told it is further back in a queue that no longer holds it.
+TEST_F(FairLockTest, AcquireScriptReportsPlacesWithoutScanningTheQueue) {
+  const std::string name = "places";
+  const std::string source = dlock::detail::scripts::fair_acquire.source;
+  auto call = [&](const std::string& id, const std::string& queue) {
+    return raw->cmd_array({"EVAL", source, "5", key_of(name), fence_of(name), queue_of(name), timeouts_of(name),
+                           grant_of(name), id, "30000", "60000", queue, key_of(name) + ":ch:"});
+  };
+  // Ids in the owner-token layout "<hex>@<process>:<ms>" (the channel rule reads it).
+  const std::vector<std::string> ids = {"aa@p0:1", "bb@p1:1", "cc@p2:1", "dd@p3:1", "ee@p4:1"};
+  ASSERT_EQ(call(ids[0], "1")[0], "1");  // free: acquired, not queued
+  const std::vector<std::string> places = {"0", "1", "2", "2"};
+  for (int round = 0; round < 2; ++round) {  // queue, then refresh: the same places
+    for (std::size_t i = 1; i < ids.size(); ++i) {
+      auto r = call(ids[i], "1");
+      ASSERT_EQ(r.size(), 3u);
+      EXPECT_EQ(r[0], "0");
+      EXPECT_EQ(r[2], places[i - 1]) << "waiter " << i << ", round " << round;
+    }
+    EXPECT_EQ(queued(name), 4) << "round " << round;
+  }
+  // A try_lock (no queueing) of a queued waiter still reports its place; of a stranger, -1.
+  EXPECT_EQ(call(ids[4], "0")[2], "2");
+  EXPECT_EQ(call("ff@p5:1", "0")[2], "-1");
+  EXPECT_EQ(queued(name), 4);
+
+  // The list is lost while the deadlines stay: the caller queues again, at the head now.
+  ASSERT_EQ(raw->cmd_int({"DEL", queue_of(name)}), 1);
+  EXPECT_EQ(raw->cmd({"ZSCORE", timeouts_of(name), ids[4]}) != "(nil)", true);
+  auto again = call(ids[4], "1");
+  EXPECT_EQ(again[2], "0");
+  EXPECT_EQ(raw->cmd({"LINDEX", queue_of(name), "0"}), ids[4]);
+  EXPECT_EQ(queued(name), 1);
+}
 
 // ------------------------------------------------------------------------------- FIFO order
 
