@@ -138,8 +138,7 @@ Connection& ClientCore::ack_connection() {
 
 void ClientCore::eval_acknowledged(const Script& s, std::string payload, ReplyHandler done) {
   if (shut_down_.load() && !work_) return done(Error(errc::shutdown, "client is shut down"));
-  const Script& run = cluster_mode_ ? cluster_variant(s) : s;
-  if (cluster_mode_) rewrite_evalsha(payload, run.sha1);
+  const Script& run = script_to_run(s, payload);
   if (!cluster_ && !primary_known_ && discovery_failed_) return done(discovery_error_);
   // The one retry after NOSCRIPT (or an ACL that refuses EVAL) is the connection's, so it
   // stays on the connection whose WAIT must cover its write (Connection::retry_script).
@@ -183,6 +182,13 @@ const Script& ClientCore::cluster_variant(const Script& s) {
     v->script = Script{v->name.c_str(), v->source.c_str(), v->sha1.c_str()};
   }
   return v->script;
+}
+
+const Script& ClientCore::script_to_run(const Script& s, std::string& payload) {
+  if (!cluster_mode_) return s;
+  const Script& run = cluster_variant(s);
+  rewrite_evalsha(payload, run.sha1);
+  return run;
 }
 
 void ClientCore::start() {
@@ -469,14 +475,12 @@ void ClientCore::eval(const Script& s, const std::vector<std::string>& keys, con
 // The one EVAL retry after NOSCRIPT is the connection's (Connection::retry_script): the
 // payload is not copied for a fallback that almost never runs.
 void ClientCore::eval(const Script& s, std::string payload, ReplyHandler done) {
-  const Script& run = cluster_mode_ ? cluster_variant(s) : s;
-  if (cluster_mode_) rewrite_evalsha(payload, run.sha1);
+  const Script& run = script_to_run(s, payload);
   send(std::move(payload), std::move(done), &run);
 }
 
 void ClientCore::eval_now(const Script& s, std::string payload, ReplyHandler done) {
-  const Script& run = cluster_mode_ ? cluster_variant(s) : s;
-  if (cluster_mode_) rewrite_evalsha(payload, run.sha1);
+  const Script& run = script_to_run(s, payload);
   send_now(std::move(payload), std::move(done), &run);
 }
 

@@ -185,6 +185,9 @@ class ClientCore : public std::enable_shared_from_this<ClientCore>, public Conne
   void on_primary(Result<ServerAddress> primary);
   // Cluster: the script with PUBLISH turned into SPUBLISH (sharded pub/sub), made once per script.
   const Script& cluster_variant(const Script& s);
+  // The script this deployment runs for `s` (on Cluster, its variant, whose SHA1 the EVALSHA
+  // `payload` is rewritten to).
+  const Script& script_to_run(const Script& s, std::string& payload);
   Connection& ack_connection();
 
   Deployment deployment_;
