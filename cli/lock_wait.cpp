@@ -24,44 +24,61 @@ long long ms_since(dlock::BootClock::time_point t) {
   return std::chrono::duration_cast<milliseconds>(dlock::BootClock::now() - t).count();
 }
 
+struct Pending {
+  std::mutex mu;
+  std::optional<dlock::Result<dlock::Lease>> result;
+  EventPipe done;  // 'a': the acquire's result is in; 's': an answer for the status line
+};
+
 // One line on stderr about the wait: updated in place on a terminal, or (with -v and no
-// terminal) printed again whenever the holder changes.
+// terminal) printed again whenever the holder changes. What it shows comes from
+// dlock::async_inspect, so the wait's loop never blocks on it: a slow or silent server (with
+// --redlock, the first master, which is the one asked) delays neither a signal nor the lock's
+// arrival. While an answer is out for a second or more, the line says so.
 class StatusLine {
  public:
-  StatusLine(Context& ctx, const LockTarget& target)
-      : ctx_(ctx), target_(target), tty_(::isatty(STDERR_FILENO) == 1), enabled_(!ctx.json() && (tty_ || ctx.verbose())) {}
+  StatusLine(Context& ctx, const LockTarget& target, std::shared_ptr<Pending> wake)
+      : ctx_(ctx),
+        target_(target),
+        wake_(std::move(wake)),
+        tty_(::isatty(STDERR_FILENO) == 1),
+        enabled_(!ctx.json() && (tty_ || ctx.verbose())) {}
   ~StatusLine() { clear(); }
 
   bool enabled() const { return enabled_; }
 
-  void update(dlock::BootClock::time_point started) {
+  // Called every second or so while the wait goes on: asks the server again unless an answer is
+  // still out, and redraws (on a terminal, or to say that the server is silent).
+  void tick(dlock::BootClock::time_point started) {
     if (!enabled_) return;
-    // Any kind: what dlock::inspect finds (the first holder, and how many there are).
-    auto info = dlock::inspect(ctx_.client(), target_.name());
-    std::string text = "dlock: waiting for " + describe_spec(target_.spec()) + " lock '" + target_.name() + "'";
-    std::string holder_token;
-    if (info.ok() && info->held()) {
-      const dlock::LockHolder& h = info->holders.front();
-      holder_token = h.owner;
-      const auto who = holder_info(h.owner);
-      text += ": held by " + describe_holder(who);
-      if (info->holders.size() > 1) text += " and " + std::to_string(info->holders.size() - 1) + " more";
-      if (who && who->since_unix_ms) text += " for " + human_duration(held_for_ms(*who->since_unix_ms));
-      if (h.ttl) text += ", expires in " + human_duration(h.ttl->count());
-      else text += ", never expires (a leak? see 'dlock leaks')";
-    } else if (!info.ok()) {
-      text += " (" + info.error().what() + ")";
+    bool ask = false;
+    {
+      std::lock_guard lock(asked_->mu);
+      if (!asked_->out) {
+        asked_->out = true;
+        asked_->since = dlock::BootClock::now();
+        ask = true;
+      }
     }
-    text += "; waited " + human_duration(ms_since(started));
-    if (tty_) {
-      std::fputs(("\r\033[K" + text).c_str(), stderr);
-      shown_ = true;
-    } else if (!printed_once_ || holder_token != last_holder_) {
-      std::fputs((text + "\n").c_str(), stderr);
-      printed_once_ = true;
+    if (ask) {
+      // Any kind: what dlock::inspect finds (the first holder, and how many there are). On the
+      // Client's event loop: store, wake the main thread, never block.
+      dlock::async_inspect(ctx_.client(), target_.name(),
+                           [asked = asked_, wake = wake_](dlock::Result<dlock::LockInfo> r) {
+                             {
+                               std::lock_guard lock(asked->mu);
+                               asked->info.emplace(std::move(r));
+                               asked->out = false;
+                             }
+                             wake->done.notify('s');
+                           });
     }
-    std::fflush(stderr);
-    last_holder_ = holder_token;
+    draw(started, /*answered=*/false);
+  }
+
+  // An answer came in (the wake pipe said 's').
+  void answered(dlock::BootClock::time_point started) {
+    if (enabled_) draw(started, /*answered=*/true);
   }
 
   void clear() {
@@ -70,12 +87,61 @@ class StatusLine {
   }
 
  private:
+  struct Asked {
+    std::mutex mu;
+    bool out = false;                      // an async_inspect is out
+    dlock::BootClock::time_point since{};  // ... since then
+    std::optional<dlock::Result<dlock::LockInfo>> info;  // the latest answer
+  };
+
+  void draw(dlock::BootClock::time_point started, bool answered) {
+    std::optional<dlock::Result<dlock::LockInfo>> info;
+    long long silent_ms = 0;
+    {
+      std::lock_guard lock(asked_->mu);
+      info = asked_->info;
+      if (asked_->out) silent_ms = ms_since(asked_->since);
+    }
+    const bool silent = silent_ms >= 1000;
+    // Without a terminal a line is printed for an answer or for a silence, never for a tick alone.
+    if (!tty_ && !answered && !(silent && !silence_printed_)) return;
+    std::string text = "dlock: waiting for " + describe_spec(target_.spec()) + " lock '" + target_.name() + "'";
+    std::string holder_token;
+    if (info && info->ok() && (*info)->held()) {
+      const dlock::LockHolder& h = (*info)->holders.front();
+      holder_token = h.owner;
+      const auto who = holder_info(h.owner);
+      text += ": held by " + describe_holder(who);
+      if ((*info)->holders.size() > 1) text += " and " + std::to_string((*info)->holders.size() - 1) + " more";
+      if (who && who->since_unix_ms) text += " for " + human_duration(held_for_ms(*who->since_unix_ms));
+      if (h.ttl) text += ", expires in " + human_duration(h.ttl->count());
+      else text += ", never expires (a leak? see 'dlock leaks')";
+    } else if (info && !info->ok()) {
+      text += " (" + info->error().what() + ")";
+    }
+    if (silent) text += " (no answer from " + ctx_.client().address().display() + " for " + human_duration(silent_ms) + ")";
+    text += "; waited " + human_duration(ms_since(started));
+    if (tty_) {
+      std::fputs(("\r\033[K" + text).c_str(), stderr);
+      shown_ = true;
+    } else if (!printed_once_ || holder_token != last_holder_ || (silent && !silence_printed_)) {
+      std::fputs((text + "\n").c_str(), stderr);
+      printed_once_ = true;
+    }
+    std::fflush(stderr);
+    silence_printed_ = silent;
+    if (answered) last_holder_ = holder_token;
+  }
+
   Context& ctx_;
   const LockTarget& target_;
+  std::shared_ptr<Pending> wake_;
+  std::shared_ptr<Asked> asked_ = std::make_shared<Asked>();  // outlives this line: a late answer lands here
   bool tty_;
   bool enabled_;
   bool shown_ = false;
   bool printed_once_ = false;
+  bool silence_printed_ = false;
   std::string last_holder_;
 };
 
@@ -114,12 +180,6 @@ bool settle_cancelled_attempt(dlock::Client& client, const std::string& key) {
   settled->cv.wait_for(lock, bound, [&] { return settled->answered == 2 || settled->failed; });
   return settled->answered == 2;
 }
-
-struct Pending {
-  std::mutex mu;
-  std::optional<dlock::Result<dlock::Lease>> result;
-  EventPipe done;
-};
 
 // Whether the lock's server shows it taken by someone else, within a second (the command
 // timeout, if shorter): on a Cluster the primary of the lock's slot (the script names the lock's
@@ -206,7 +266,7 @@ WaitOutcome wait_for_lock(Context& ctx, LockTarget& target, std::optional<millis
       },
       stop.get_token());
 
-  StatusLine status(ctx, target);
+  StatusLine status(ctx, target, pending);
   int first_status_ms = 300;  // a lock taken at once never shows a status line
   for (;;) {
     bool sig_ready = false, done_ready = false;
@@ -221,12 +281,13 @@ WaitOutcome wait_for_lock(Context& ctx, LockTarget& target, std::optional<millis
       }
     }
     if (done_ready) {
-      pending->done.drain();
+      const std::string events = pending->done.drain();
+      if (events.find('s') != std::string::npos) status.answered(started);
       std::lock_guard lock(pending->mu);
       if (pending->result) break;
     }
     if (!sig_ready && !done_ready) {
-      status.update(started);
+      status.tick(started);
       first_status_ms = 1000;
     }
   }

@@ -23,6 +23,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -102,6 +103,15 @@ struct LockInfo {
 // PUBSUB NUMSUB are pipelined). Errors: invalid_argument (bad name), connection, timeout, auth,
 // server, called_from_event_loop, shutdown. Never writes.
 Result<LockInfo> inspect(Client& client, std::string_view name);
+
+// async_inspect(client, name, done)
+//
+// inspect() without blocking: `done` runs once with what inspect() would return, on the
+// Client's event loop (see Client: it must not block). A bad name or a shut-down client is
+// reported at once, on the calling thread. Callable from the event loop. Never writes. For a
+// caller that must stay responsive while the server may be slow (the CLI's status line: a
+// stalled server would otherwise hold up its signal handling for a command timeout).
+void async_inspect(Client& client, std::string_view name, std::function<void(Result<LockInfo>)> done);
 
 // inspect(client, names): the same for many names, pipelined (every script is sent at once;
 // one wait for all). Fails as a whole on the first error. For tools walking many locks.

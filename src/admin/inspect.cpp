@@ -1,12 +1,14 @@
 // dlock::inspect: one read-only script takes a consistent snapshot of every key of the name's
 // layout (admin_inspect.lua); PUBSUB NUMSUB adds the channel's subscribers (not callable from a
 // script).
-#include <condition_variable>
+#include <functional>
 #include <mutex>
+#include <utility>
 
 #include "admin/admin_call.hpp"
 #include "client_core.hpp"
 #include "io/command.hpp"
+#include "util/sync_wait.hpp"
 
 namespace dlock {
 
@@ -67,41 +69,69 @@ Result<LockInfo> parse_info(std::string_view name, const std::string& key, const
   return info;
 }
 
-// The replies of one batch, filled on the loop thread.
+// One inspection of several names: the replies, filled on the loop thread; the last one to come
+// finishes it and calls `done` (outside the lock: `done` may start another inspection).
 struct Batch {
   std::mutex mu;
-  std::condition_variable cv;
+  std::vector<std::string> names;
+  std::vector<std::string> keys;
+  std::string address;  // for messages
   std::vector<std::optional<Result<Reply>>> scripts;
   std::vector<std::optional<Result<Reply>>> numsubs;
   std::size_t left = 0;
+  std::function<void(Result<std::vector<LockInfo>>)> done;
 
   void set(std::vector<std::optional<Result<Reply>>>& slot, std::size_t i, Result<Reply> r) {
-    std::lock_guard lock(mu);
-    slot[i].emplace(std::move(r));
-    if (--left == 0) cv.notify_all();
+    {
+      std::lock_guard lock(mu);
+      slot[i].emplace(std::move(r));
+      if (--left != 0) return;
+    }
+    std::exchange(done, {})(finish());
+  }
+
+  Result<std::vector<LockInfo>> finish() {
+    std::vector<LockInfo> out;
+    out.reserve(names.size());
+    for (std::size_t i = 0; i < names.size(); ++i) {
+      const std::string what = "inspecting lock '" + names[i] + "' on " + address;
+      Result<Reply>& r = *scripts[i];
+      if (!r.ok()) return Error(r.code(), what + ": " + r.error().what());
+      if (r->is_error()) return Error(detail::admin_error_code(*r), what + ": " + r->str());
+      auto info = parse_info(names[i], keys[i], *r, what);
+      if (!info) return info.error();
+      Result<Reply>& subs = *numsubs[i];
+      if (!subs.ok()) return Error(subs.code(), what + ": " + subs.error().what());
+      if (subs->is_array() && subs->size() == 2) info->subscribers = (*subs)[1].as_integer().value_or(0);
+      out.push_back(std::move(*info));
+    }
+    return out;
   }
 };
 
-}  // namespace
-
-Result<std::vector<LockInfo>> inspect(Client& client, const std::vector<std::string>& names) {
+// Sends every script and PUBSUB NUMSUB at once (they share the connection's writes); `done` runs
+// once: on the loop thread with the answers, or at once on this thread for a bad name or a
+// client that is shut down.
+void start_inspect(Client& client, std::vector<std::string> names, std::function<void(Result<std::vector<LockInfo>>)> done) {
   const auto& core = client.core();
-  if (core->on_loop_thread()) return Error(errc::called_from_event_loop, "inspect() called on the client's event-loop thread");
-  if (core->is_shut_down()) return Error(errc::shutdown, "inspect(): the client is shut down");
-  std::vector<std::string> keys;
-  keys.reserve(names.size());
+  if (core->is_shut_down()) return done(Error(errc::shutdown, "inspect(): the client is shut down"));
+  auto batch = std::make_shared<Batch>();
+  batch->keys.reserve(names.size());
   for (const auto& name : names) {
     auto key = detail::admin_lock_key(client, name);
-    if (!key) return key.error();
-    keys.push_back(std::move(*key));
+    if (!key) return done(key.error());
+    batch->keys.push_back(std::move(*key));
   }
-  // Every script and PUBSUB NUMSUB is sent at once: they share the connection's writes.
-  auto batch = std::make_shared<Batch>();
-  batch->scripts.resize(names.size());
-  batch->numsubs.resize(names.size());
-  batch->left = 2 * names.size();
-  for (std::size_t i = 0; i < names.size(); ++i) {
-    const std::string& k = keys[i];
+  batch->names = std::move(names);
+  batch->address = client.address().display();
+  batch->scripts.resize(batch->names.size());
+  batch->numsubs.resize(batch->names.size());
+  batch->left = 2 * batch->names.size();
+  batch->done = std::move(done);
+  if (batch->left == 0) return std::exchange(batch->done, {})(std::vector<LockInfo>{});
+  // Read only from here on (finish() reads them too, on the loop thread).
+  for (std::size_t i = 0; i < batch->keys.size(); ++i) {
+    const std::string& k = batch->keys[i];
     core->eval(detail::scripts::admin_inspect,
                {k, k + ":fence", k + ":queue", k + ":timeouts", k + ":readers", k + ":wintent", k + ":permits",
                 k + ":limit", k + ":waiters"},
@@ -110,31 +140,29 @@ Result<std::vector<LockInfo>> inspect(Client& client, const std::vector<std::str
     client.async_command({"PUBSUB", core->cluster_mode() ? "SHARDNUMSUB" : "NUMSUB", k + ":ch"},
                          [batch, i](Result<Reply> r) { batch->set(batch->numsubs, i, std::move(r)); });
   }
-  {
-    std::unique_lock lock(batch->mu);
-    batch->cv.wait(lock, [&] { return batch->left == 0; });
-  }
-  std::vector<LockInfo> out;
-  out.reserve(names.size());
-  for (std::size_t i = 0; i < names.size(); ++i) {
-    const std::string what = "inspecting lock '" + names[i] + "' on " + client.address().display();
-    Result<Reply>& r = *batch->scripts[i];
-    if (!r.ok()) return Error(r.code(), what + ": " + r.error().what());
-    if (r->is_error()) return Error(detail::admin_error_code(*r), what + ": " + r->str());
-    auto info = parse_info(names[i], keys[i], *r, what);
-    if (!info) return info.error();
-    Result<Reply>& subs = *batch->numsubs[i];
-    if (!subs.ok()) return Error(subs.code(), what + ": " + subs.error().what());
-    if (subs->is_array() && subs->size() == 2) info->subscribers = (*subs)[1].as_integer().value_or(0);
-    out.push_back(std::move(*info));
-  }
-  return out;
+}
+
+}  // namespace
+
+Result<std::vector<LockInfo>> inspect(Client& client, const std::vector<std::string>& names) {
+  const auto& core = client.core();
+  if (core->on_loop_thread()) return Error(errc::called_from_event_loop, "inspect() called on the client's event-loop thread");
+  auto wait = std::make_shared<detail::SyncWait<Result<std::vector<LockInfo>>>>();
+  start_inspect(client, names, [wait](Result<std::vector<LockInfo>> r) { wait->set(std::move(r)); });
+  return wait->wait(*core);
 }
 
 Result<LockInfo> inspect(Client& client, std::string_view name) {
   auto all = inspect(client, std::vector<std::string>{std::string(name)});
   if (!all) return all.error();
   return std::move(all->front());
+}
+
+void async_inspect(Client& client, std::string_view name, std::function<void(Result<LockInfo>)> done) {
+  start_inspect(client, {std::string(name)}, [done = std::move(done)](Result<std::vector<LockInfo>> all) {
+    if (!all) return done(all.error());
+    done(std::move(all->front()));
+  });
 }
 
 }  // namespace dlock

@@ -290,6 +290,45 @@ TEST_F(AdminTest, InspectManyNamesAtOnce) {
   EXPECT_EQ((*infos)[2].holders.at(0).owner, la->owner());
 }
 
+// async_inspect answers what inspect does, on the event loop, without holding up its caller:
+// with the server paused the call returns at once and the answer (a timeout) comes later. A bad
+// name is reported at once, on the calling thread.
+TEST_F(AdminTest, AsyncInspectAnswersWithoutBlockingItsCaller) {
+  dlock::Mutex m(*client, "async-inspect");
+  auto lease = m.acquire();
+  ASSERT_TRUE(lease.ok()) << lease.error().what();
+  std::promise<dlock::Result<dlock::LockInfo>> held;
+  dlock::async_inspect(*client, "async-inspect", [&](dlock::Result<dlock::LockInfo> r) { held.set_value(std::move(r)); });
+  auto info = held.get_future().get();
+  ASSERT_TRUE(info.ok()) << info.error().what();
+  EXPECT_EQ(info->kind, LockKind::mutex);
+  ASSERT_EQ(info->holders.size(), 1u);
+  EXPECT_EQ(info->holders[0].owner, lease->owner());
+  EXPECT_EQ(info->key, key_of("async-inspect"));
+
+  const auto caller = std::this_thread::get_id();
+  std::thread::id answered_on;
+  dlock::Result<dlock::LockInfo> bad = dlock::Error(dlock::errc::connection, "not called");
+  dlock::async_inspect(*client, "bad{name}", [&](dlock::Result<dlock::LockInfo> r) {
+    answered_on = std::this_thread::get_id();
+    bad = std::move(r);
+  });
+  EXPECT_EQ(answered_on, caller);
+  EXPECT_EQ(bad.code(), make_error_code(dlock::errc::invalid_argument));
+
+  server->pause();
+  std::promise<dlock::Result<dlock::LockInfo>> silent;
+  const auto t0 = SteadyClock::now();
+  dlock::async_inspect(*client, "async-inspect", [&](dlock::Result<dlock::LockInfo> r) { silent.set_value(std::move(r)); });
+  EXPECT_LT(ms_since(t0), 500ms) << "async_inspect blocked its caller";
+  auto future = silent.get_future();
+  EXPECT_EQ(future.wait_for(300ms), std::future_status::timeout) << "answered while the server was paused";
+  ASSERT_EQ(future.wait_for(scaled(10s)), std::future_status::ready) << "no answer after the command timeout";
+  const auto late = future.get();
+  server->resume();
+  EXPECT_EQ(late.code(), make_error_code(dlock::errc::timeout)) << (late.ok() ? "ok" : late.error().what());
+}
+
 // A hold taken by one process, released or extended by another through its owner token (what
 // `dlock acquire` / `dlock release` do), with the library's own scripts.
 TEST_F(AdminTest, ReleaseAndExtendByOwnerToken) {

@@ -462,6 +462,24 @@ TEST_F(CliRedlockTest, WaitRunningOutOnAPausedMajorityIsUnreachable) {
   EXPECT_EQ(busy.exit_code, 75) << describe(busy);
 }
 
+// The status line asks the first master, which is silent here, while a majority (the other two)
+// answers the wait. The line must not hold up the wait's loop (its signals, the lock's arrival)
+// until that question times out: it says after a second that the master has not answered.
+// Before, its blocking inspect printed nothing until the connection to the master timed out
+// (3 s), after the 1.5 s wait had already run out.
+TEST_F(CliRedlockTest, ASilentFirstMasterDoesNotHoldUpTheStatusLine) {
+  for (std::size_t i = 1; i < 3; ++i) group->raw(i).cmd({"SET", key_of("quiet"), "thief", "PX", "60000"});
+  group->server(0).pause();
+  auto r = run_dlock(with_redlock({"-v", "run", "quiet", "--wait", "1500ms", "--", "true"}));
+  group->server(0).resume();
+  EXPECT_EQ(r.exit_code, 75) << describe(r);
+  const std::string silent = "dlock: waiting for mutex lock 'quiet' (no answer from 127.0.0.1:" +
+                             std::to_string(group->server(0).port()) + " for 1s";
+  EXPECT_NE(r.err.find(silent), std::string::npos) << describe(r);
+  // Printed while the wait went on, not after it ended.
+  EXPECT_LT(r.err.find(silent), r.err.find("timed out waiting for Redlock 'quiet'")) << describe(r);
+}
+
 TEST_F(CliRedlockTest, RunHoldsAMajorityAndReleasesEverywhere) {
   // The command sees the lock held on the masters while it runs.
   const std::string script = "echo \"$DLOCK_OWNER\"; for p in " + std::to_string(group->server(0).port()) + " " +

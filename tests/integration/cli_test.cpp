@@ -1097,6 +1097,25 @@ TEST_F(CliTest, StatusShowsHolderTtlTokenAndWaiters) {
   EXPECT_EQ(waiter.process().wait_for(3s), std::optional<int>(128 + SIGTERM));
 }
 
+// With -v and no terminal, a wait prints one status line naming the holder (its host and pid,
+// from the owner token) and when its lease ends, and prints again only when the holder changes.
+TEST_F(CliTest, VerboseWaitPrintsTheHolderOnce) {
+  auto acquired = dlock({"acquire", "shown", "--ttl", "30s"});
+  ASSERT_EQ(acquired.exit_code, 0) << describe(acquired);
+  std::smatch m;
+  const std::string owner = shell_var(acquired.out, "DLOCK_OWNER");
+  ASSERT_TRUE(std::regex_match(owner, m, kOwnerToken));
+  auto waited = dlock({"-v", "run", "shown", "--wait", "2500ms", "--", "true"});
+  EXPECT_EQ(waited.exit_code, 75) << describe(waited);
+  const std::string line = "dlock: waiting for mutex lock 'shown': held by ";
+  const auto at = waited.err.find(line);
+  ASSERT_NE(at, std::string::npos) << waited.err;
+  EXPECT_EQ(waited.err.find(line, at + 1), std::string::npos) << "printed again for the same holder\n" << waited.err;
+  const std::string shown = waited.err.substr(at, waited.err.find('\n', at) - at);
+  EXPECT_NE(shown.find(":" + m[1].str() + " for "), std::string::npos) << shown;
+  EXPECT_NE(shown.find(", expires in "), std::string::npos) << shown;
+}
+
 TEST_F(CliTest, ListFindsThousandsOfLocks) {
   constexpr int kLocks = 3000;
   // Lock keys with companions (counters, markers) and unrelated keys, written server-side.
