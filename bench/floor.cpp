@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sched.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -207,6 +208,63 @@ RoundTrip floor_round_trip(const std::string& url, double warmup, double duratio
   });
   auto r = window.measure(warmup, duration);
   th.join();
+  RoundTrip rt;
+  rt.per_second = r.per_second;
+  double sum = 0;
+  for (double s : samples_us) sum += s;
+  rt.mean_us = samples_us.empty() ? 0 : sum / static_cast<double>(samples_us.size());
+  rt.p50_us = summarize_latency(std::move(samples_us)).p50;
+  return rt;
+}
+
+RoundTrip handover_round_trip(double warmup, double duration) {
+  int to_child[2], to_parent[2];
+  if (::pipe(to_child) != 0) throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
+  if (::pipe(to_parent) != 0) {
+    ::close(to_child[0]);
+    ::close(to_child[1]);
+    throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
+  }
+  const pid_t pid = ::fork();
+  if (pid < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
+  if (pid == 0) {
+    // The echo: only read(), write() and _exit() (async-signal-safe after a fork). A parent
+    // that dies closes its ends, and read() returns 0.
+    ::close(to_child[1]);
+    ::close(to_parent[0]);
+    char c = 0;
+    while (::read(to_child[0], &c, 1) == 1 && c != 'q') {
+      if (::write(to_parent[1], &c, 1) != 1) break;
+    }
+    ::_exit(0);
+  }
+  ::close(to_child[0]);
+  ::close(to_parent[1]);
+  RateWindow window(1);
+  std::vector<double> samples_us;
+  samples_us.reserve(1 << 20);
+  std::thread th([&] {
+    char c = 'p';
+    while (!window.stopped()) {
+      const std::int64_t t0 = now_ns();
+      if (::write(to_child[1], &c, 1) != 1 || ::read(to_parent[0], &c, 1) != 1) {
+        window.error(0);
+        break;
+      }
+      const std::int64_t t1 = now_ns();
+      if (window.measuring() && samples_us.size() < samples_us.capacity()) {
+        samples_us.push_back(static_cast<double>(t1 - t0) / 1e3);
+      }
+      window.done(0);
+    }
+  });
+  auto r = window.measure(warmup, duration);
+  th.join();
+  const char quit = 'q';
+  (void)!::write(to_child[1], &quit, 1);
+  ::close(to_child[1]);
+  ::close(to_parent[0]);
+  ::waitpid(pid, nullptr, 0);
   RoundTrip rt;
   rt.per_second = r.per_second;
   double sum = 0;

@@ -33,4 +33,12 @@ struct RoundTrip {
 
 RoundTrip floor_round_trip(const std::string& url, double warmup, double duration);
 
+// No Redis: two processes (this one and a forked child) passing one byte back and forth over two
+// pipes, each blocking in read() between its turns. What a blocking request and its reply cost
+// in hand-overs between threads alone, on this machine, now: on a VM the round trip is much
+// longer when the two sides run on different vCPUs that halt while they wait (measured here:
+// 67-84 us p50 against 8 us with both pinned to one vCPU). Informational; it tells why a round's
+// floor is slow.
+RoundTrip handover_round_trip(double warmup, double duration);
+
 }  // namespace bench

@@ -118,6 +118,10 @@ int run(int argc, char** argv) {
       report.record(floor_rtt_id, rt.p50_us);
       progress("  floor round trip        p50 %.1f us (%.0f/s): %s mode\n", rt.p50_us, rt.per_second,
                rt.p50_us < o.fast_floor_us ? "fast" : "slow");
+      // A second at most: 10,000+ round trips, enough for a median.
+      auto ho = handover_round_trip(std::min(o.warmup, 0.2), std::min(o.duration, 1.0));
+      report.record(floor_handover_id, ho.p50_us);
+      progress("  pipe round trip         p50 %.1f us (two processes, no Redis)\n", ho.p50_us);
     }
     if (need_pairs) {
       for (int c : {1, multi}) {

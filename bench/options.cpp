@@ -18,7 +18,8 @@ with the issue's target ratio and PASS/FAIL, all computed in this one run.
 Scenarios (--scenario NAME, repeatable; default: all):
   floor        plain hiredis: SET NX PX + EVALSHA compare-and-delete on 1 blocking connection
                and on 8 connections from 8 threads; single-command round trip (PING); and, for
-               information, the 1-connection loop busy-polling a non-blocking socket
+               information, a pipe round trip between two processes (no Redis: the cost of
+               the hand-overs alone) and the 1-connection loop busy-polling a non-blocking socket
   uncontended  dlock acquire+release pairs/s, 1/8/64 threads sharing one Client, distinct keys
   contended    8 workers in >= 2 processes on one key, each holding 1 ms: acquisitions/s,
                utilisation, handoff latency p50/p99/max, fairness, commands per acquisition

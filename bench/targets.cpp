@@ -6,6 +6,8 @@ using K = Target::Kind;
 
 void add_floor_rows(Report& r, int multi) {
   r.add(Row{floor_rtt_id, "1 floor: single-command round trip (PING), p50", "hiredis", "us", 1, {}, {}, {}, 0, {}, {}});
+  r.add(Row{floor_handover_id, "1 floor: pipe round trip between two processes (no Redis), p50", "kernel pipes", "us", 1,
+            {}, {}, {}, 0, {}, {}});
   r.add(Row{floor_pairs_id(1), "1 floor: SET NX PX + EVALSHA del, 1 connection", "hiredis", "pairs/s", 0, {}, {}, {}, 0, {}, {}});
   r.add(Row{floor_pairs_id(multi), "1 floor: SET NX PX + EVALSHA del, " + std::to_string(multi) + " connections/threads",
             "hiredis", "pairs/s", 0, {}, {}, {}, 0, {}, {}});

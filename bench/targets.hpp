@@ -11,6 +11,8 @@ namespace bench {
 
 // Row ids of the baselines.
 inline const std::string floor_rtt_id = "floor.rtt";
+// Two processes passing a byte over pipes (no Redis): informational, tells a round's mode.
+inline const std::string floor_handover_id = "floor.handover";
 inline const std::string floor_pairs_id(int connections) { return "floor.pairs.c" + std::to_string(connections); }
 // The spinning floor (1 connection, busy-polled socket): informational, no target uses it.
 inline const std::string floor_spin_id = "floor.spin.c1";

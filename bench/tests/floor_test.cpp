@@ -1,7 +1,9 @@
 // The spinning floor (bench/floor.hpp) against a real redis-server: it must do the same pairs
 // as the blocking floor, every one succeeding, over a connection it took over from hiredis.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 
+#include <cerrno>
 #include <string>
 
 #include "floor.hpp"
@@ -49,6 +51,17 @@ TEST(BenchFloor, BlockingAndSpinningFloorsMeasureTheSameWork) {
   EXPECT_EQ(spinning.errors, 0u);
   EXPECT_GT(blocking.pairs_per_second, 0);
   EXPECT_GT(spinning.pairs_per_second, 0);
+}
+
+// The pipe round trip (no Redis): it measures, and it leaves no child behind (a zombie, or an
+// echo still running, would outlive the measurement in every round of a full run).
+TEST(BenchFloor, PipeRoundTripMeasuresAndReapsItsChild) {
+  const RoundTrip rt = handover_round_trip(0.02, 0.2);
+  EXPECT_GT(rt.p50_us, 0);
+  EXPECT_GT(rt.per_second, 100);
+  errno = 0;
+  EXPECT_EQ(::waitpid(-1, nullptr, WNOHANG), -1);
+  EXPECT_EQ(errno, ECHILD);
 }
 
 }  // namespace
