@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -186,17 +187,21 @@ FloorPairs spinning_floor_pairs(const std::string& url, double warmup, double du
   return FloorPairs{r.per_second, window.errors()};
 }
 
-RoundTrip floor_round_trip(const std::string& url, double warmup, double duration) {
-  RawRedis c(url);
+namespace {
+
+// Round trips made back to back on one thread over a timed window: their rate, and the median and
+// mean of those completed inside the window. `once` makes one and returns false on a failure,
+// which is counted and does not end the loop.
+RoundTrip time_round_trips(double warmup, double duration, const std::function<bool()>& once) {
   RateWindow window(1);
   std::vector<double> samples_us;
   samples_us.reserve(1 << 20);
   std::thread th([&] {
     while (!window.stopped()) {
       const std::int64_t t0 = now_ns();
-      auto r = c.format("PING");
+      const bool ok = once();
       const std::int64_t t1 = now_ns();
-      if (r->type != REDIS_REPLY_STATUS) {
+      if (!ok) {
         window.error(0);
         continue;
       }
@@ -217,6 +222,13 @@ RoundTrip floor_round_trip(const std::string& url, double warmup, double duratio
   return rt;
 }
 
+}  // namespace
+
+RoundTrip floor_round_trip(const std::string& url, double warmup, double duration) {
+  RawRedis c(url);
+  return time_round_trips(warmup, duration, [&c] { return c.format("PING")->type == REDIS_REPLY_STATUS; });
+}
+
 RoundTrip handover_round_trip(double warmup, double duration) {
   int to_child[2], to_parent[2];
   if (::pipe(to_child) != 0) throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
@@ -226,7 +238,11 @@ RoundTrip handover_round_trip(double warmup, double duration) {
     throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
   }
   const pid_t pid = ::fork();
-  if (pid < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
+  if (pid < 0) {
+    const int e = errno;
+    for (int fd : {to_child[0], to_child[1], to_parent[0], to_parent[1]}) ::close(fd);
+    throw std::runtime_error(std::string("fork: ") + std::strerror(e));
+  }
   if (pid == 0) {
     // The echo: only read(), write() and _exit() (async-signal-safe after a fork). A parent
     // that dies closes its ends, and read() returns 0.
@@ -240,37 +256,15 @@ RoundTrip handover_round_trip(double warmup, double duration) {
   }
   ::close(to_child[0]);
   ::close(to_parent[1]);
-  RateWindow window(1);
-  std::vector<double> samples_us;
-  samples_us.reserve(1 << 20);
-  std::thread th([&] {
-    char c = 'p';
-    while (!window.stopped()) {
-      const std::int64_t t0 = now_ns();
-      if (::write(to_child[1], &c, 1) != 1 || ::read(to_parent[0], &c, 1) != 1) {
-        window.error(0);
-        break;
-      }
-      const std::int64_t t1 = now_ns();
-      if (window.measuring() && samples_us.size() < samples_us.capacity()) {
-        samples_us.push_back(static_cast<double>(t1 - t0) / 1e3);
-      }
-      window.done(0);
-    }
+  char c = 'p';
+  const RoundTrip rt = time_round_trips(warmup, duration, [&] {
+    return ::write(to_child[1], &c, 1) == 1 && ::read(to_parent[0], &c, 1) == 1;
   });
-  auto r = window.measure(warmup, duration);
-  th.join();
   const char quit = 'q';
   (void)!::write(to_child[1], &quit, 1);
   ::close(to_child[1]);
   ::close(to_parent[0]);
   ::waitpid(pid, nullptr, 0);
-  RoundTrip rt;
-  rt.per_second = r.per_second;
-  double sum = 0;
-  for (double s : samples_us) sum += s;
-  rt.mean_us = samples_us.empty() ? 0 : sum / static_cast<double>(samples_us.size());
-  rt.p50_us = summarize_latency(std::move(samples_us)).p50;
   return rt;
 }
 
