@@ -20,14 +20,14 @@
 // try ends as soon as a majority answered "taken" or can no longer do so. A node that does not
 // answer is not waited for beyond its Client's ClientOptions::command_timeout (the per-node
 // timeout: keep it small next to the TTL), and not at all once the other nodes decided.
-// The try succeeds when a majority took the key AND, once the fencing token was written back
+// The try succeeds when a majority took the key AND, once a majority knows the fencing token
 // (below), validity is left:
 //
 //     validity = ttl − (now − sent) − drift          drift = LeaseOptions::drift_allowance
 //                                                           (default ttl / 100 + 2 ms)
 //
-// where `sent` is when the acquire left (BootClock, this machine), so `now − sent` covers both
-// round trips. Lease::remaining() counts that validity down; every successful renewal restarts
+// where `sent` is when the acquire left (BootClock, this machine), so `now − sent` covers the
+// fencing write-back's round trip too when there is one. Lease::remaining() counts that validity down; every successful renewal restarts
 // it from the renewal's send time. A try that fails releases its owner token on every node,
 // each as soon as that node has answered the acquire (a release sent earlier could overtake it
 // on another connection); a node still unanswered when a held lease is released is
@@ -54,14 +54,18 @@
 // Fencing: each node's acquire sets its counter to max(counter, hint) + 1, where the hint is
 // the highest token this Redlock object has seen; a node whose counter is missing (restarted
 // empty) first seeds it from its own clock in microseconds, as a Mutex's server does. The
-// client takes the MAXIMUM over the nodes that granted the lock as the token, and writes it
-// back to every node (counter = max(counter, token)); the acquisition counts only once a
-// majority confirmed the write-back.
+// client takes the MAXIMUM over the nodes that granted the lock as the token. The acquisition
+// counts only once a majority of the nodes KNOW the token (their counter is at least the
+// token): when a majority of the granting nodes answered that maximum, their counters hold it
+// already and the acquisition counts at once (the usual case: every node raises its counter
+// by one per grant, so counters stay in step); otherwise the token is first written back to
+// every node (counter = max(counter, token)), one more round trip, and a majority must confirm.
 // Guaranteed: if holder B's acquisition started after holder A's acquisition counted, then
-// token(B) > token(A), provided at least one node that confirmed A's write-back and granted B
-// kept its counter in between. Those two majorities always share a node, so with no node
-// losing its data tokens strictly increase; with the write-back reaching all 5 nodes and B's
-// majority of 3, up to 2 nodes may restart empty between A and B.
+// token(B) > token(A), provided at least one node that knew A's token and granted B kept its
+// counter in between. Those two majorities always share a node, so with no node losing its
+// data tokens strictly increase; with all 5 nodes knowing A's token (counters in step, or the
+// write-back reaching all 5) and B's majority of 3, up to 2 nodes may restart empty between A
+// and B.
 // NOT guaranteed (Kleppmann, "How to do distributed locking", 2016): Redlock depends on timing
 // assumptions (bounded network delay, process pauses and clock drift); a holder paused past
 // its validity (GC, SIGSTOP, VM migration) still believes it holds the lock. The token is what

@@ -1,6 +1,9 @@
 #include "locks/redlock_attempt.hpp"
 
 #include <algorithm>
+#include <mutex>
+#include <optional>
+#include <vector>
 
 #include "client_core.hpp"
 #include "io/command.hpp"
@@ -22,10 +25,9 @@ constexpr milliseconds release_marker_ttl{30000};
 
 enum class NodeVerdict { taken, busy, wrong_type, failed, pending };
 
-NodeVerdict verdict_of(const std::optional<Result<Reply>>& r) {
-  if (!r) return NodeVerdict::pending;
-  if (!r->ok()) return NodeVerdict::failed;
-  const Reply& rep = r->value();
+NodeVerdict verdict_of(const Result<Reply>& r) {
+  if (!r.ok()) return NodeVerdict::failed;
+  const Reply& rep = r.value();
   if (!rep.is_array() || rep.size() != 2 || !rep[0].is_integer()) return NodeVerdict::failed;
   switch (rep[0].integer()) {
     case 1: return rep[1].is_integer() ? NodeVerdict::taken : NodeVerdict::failed;
@@ -33,6 +35,14 @@ NodeVerdict verdict_of(const std::optional<Result<Reply>>& r) {
     case -1: return NodeVerdict::wrong_type;
     default: return NodeVerdict::failed;
   }
+}
+
+NodeVerdict verdict_of(const std::optional<Result<Reply>>& r) { return r ? verdict_of(*r) : NodeVerdict::pending; }
+
+// The token a node granted, if it did.
+std::optional<std::uint64_t> granted_token(const Result<Reply>& r) {
+  if (verdict_of(r) != NodeVerdict::taken) return std::nullopt;
+  return static_cast<std::uint64_t>(r.value()[1].integer());
 }
 
 std::size_t count(const NodeReplies& replies, NodeVerdict v) {
@@ -44,7 +54,95 @@ std::string what(const RedlockSpec& spec) {
   return "Redlock '" + spec.name + "' on " + std::to_string(spec.nodes.size()) + " nodes";
 }
 
-// After a majority took the key: write the token back, then check the validity left.
+// The nodes left behind by a try that counted without a write-back (a majority answered the
+// token): a node that granted a lower token, was busy or failed gets the write-back anyway, not
+// awaited, as soon as its answer is in, so that every reachable node knows the token as after a
+// write-back round. That keeps the order across holders even when nodes that knew it restart
+// empty (redlock.hpp: up to 2 of 5), and the counters in step for the next try. Nodes that
+// answered the token itself get nothing: in the usual case no command at all.
+class CatchUp {
+ public:
+  explicit CatchUp(std::shared_ptr<const RedlockSpec> spec)
+      : spec_(std::move(spec)), granted_(spec_->nodes.size()), answered_(spec_->nodes.size(), false) {}
+
+  // Node `i`'s acquire answered: the token it granted, if it did.
+  void answered(std::size_t i, std::optional<std::uint64_t> granted) {
+    std::optional<std::uint64_t> send;
+    {
+      std::lock_guard lock(mu_);
+      granted_[i] = granted;
+      answered_[i] = true;
+      if (chosen_ && granted != chosen_) send = chosen_;
+    }
+    if (send) write_back_to(i, *send);
+  }
+
+  // The try counted with `token`, written back nowhere: the nodes that answered another one
+  // get it now, the others when they answer.
+  void chose(std::uint64_t token) {
+    std::vector<std::size_t> behind;
+    {
+      std::lock_guard lock(mu_);
+      chosen_ = token;
+      for (std::size_t i = 0; i < answered_.size(); ++i) {
+        if (answered_[i] && granted_[i] != token) behind.push_back(i);
+      }
+    }
+    for (std::size_t i : behind) write_back_to(i, token);
+  }
+
+ private:
+  void write_back_to(std::size_t i, std::uint64_t token) const {
+    fan_out(RedlockNodes{{spec_->nodes.cores[i]}}, scripts::redlock_fence, {spec_->key + ":fence"},
+            {std::to_string(token)}, [](const NodeReplies&) { return false; }, [](NodeReplies) {});
+  }
+
+  std::shared_ptr<const RedlockSpec> spec_;
+  std::mutex mu_;
+  std::vector<std::optional<std::uint64_t>> granted_;
+  std::vector<bool> answered_;
+  std::optional<std::uint64_t> chosen_;
+};
+
+// The try counts: check the validity left, then hand out a hold that the watchdog keeps alive.
+void grant(const std::shared_ptr<const RedlockSpec>& spec, std::string owner, std::uint64_t token,
+           BootClock::time_point sent, const std::shared_ptr<AcquireAnswers>& answers,
+           const std::function<void(RedlockTry)>& report) {
+  RedlockTry t;
+  const LeaseTiming timing = LeaseTiming::from(spec->lease);
+  const auto now = BootClock::now();
+  if (now >= timing.validity_from(sent)) {
+    answers->release();
+    const auto took = std::chrono::duration_cast<milliseconds>(now - sent);
+    t.error = Error(errc::timeout, "acquiring " + what(*spec) + " took " + std::to_string(took.count()) +
+                                       " ms: no validity left of a " + std::to_string(spec->lease.ttl.count()) +
+                                       " ms TTL (the TTL is too short for these nodes' latency)");
+    return report(std::move(t));
+  }
+  const std::shared_ptr<ClientCore>& home = spec->nodes.cores.front();
+  auto rec = std::make_shared<LeaseRecord>(home, spec->name, std::move(owner), FencingToken{token},
+                                           redlock_hold(*spec, token), spec->lease, sent);
+  if (home->is_shut_down()) {
+    answers->release();
+    t.error = Error(errc::shutdown, "client is shut down");
+    return report(std::move(t));
+  }
+  // A node whose acquire is still in flight, answering after this hold was let go, is
+  // released then (its acquire may have landed after the hold's release).
+  answers->kept(let_go_of(rec));
+  // The watchdog lives on the first node's loop thread: schedule there, then hand over.
+  home->post([rec, report]() mutable {
+    rec->core->active_leases_.fetch_add(1);
+    rec->core->renewals().add(rec);
+    RedlockTry ok;
+    ok.kind = RedlockTry::Kind::acquired;
+    ok.lease = std::move(rec);
+    report(std::move(ok));
+  });
+}
+
+// A majority took the key but fewer than a majority's counters hold the chosen token: write it
+// back to every node, and the try counts once a majority confirmed.
 void write_back(const std::shared_ptr<const RedlockSpec>& spec, std::string owner, std::uint64_t token,
                 BootClock::time_point sent, std::shared_ptr<AcquireAnswers> answers,
                 std::function<void(RedlockTry)> report) {
@@ -61,45 +159,16 @@ void write_back(const std::shared_ptr<const RedlockSpec>& spec, std::string owne
         return confirmed(replies) >= q || confirmed(replies) + static_cast<std::size_t>(pending) < q;
       },
       [spec, owner = std::move(owner), token, sent, q, confirmed, answers = std::move(answers),
-       report = std::move(report)](NodeReplies replies) {
-        RedlockTry t;
-        const LeaseTiming timing = LeaseTiming::from(spec->lease);
-        const auto now = BootClock::now();
+       report = std::move(report)](NodeReplies replies) mutable {
         if (confirmed(replies) < q) {
           answers->release();
+          RedlockTry t;
           t.error = Error(errc::connection, "acquiring " + what(*spec) + ": the fencing token reached fewer than " +
                                                 std::to_string(q) + " nodes (" + describe_failures(spec->nodes, replies) +
                                                 ")");
           return report(std::move(t));
         }
-        if (now >= timing.validity_from(sent)) {
-          answers->release();
-          const auto took = std::chrono::duration_cast<milliseconds>(now - sent);
-          t.error = Error(errc::timeout, "acquiring " + what(*spec) + " took " + std::to_string(took.count()) +
-                                             " ms: no validity left of a " + std::to_string(spec->lease.ttl.count()) +
-                                             " ms TTL (the TTL is too short for these nodes' latency)");
-          return report(std::move(t));
-        }
-        const std::shared_ptr<ClientCore>& home = spec->nodes.cores.front();
-        auto rec = std::make_shared<LeaseRecord>(home, spec->name, owner, FencingToken{token},
-                                                 redlock_hold(*spec, token), spec->lease, sent);
-        if (home->is_shut_down()) {
-          answers->release();
-          t.error = Error(errc::shutdown, "client is shut down");
-          return report(std::move(t));
-        }
-        // A node whose acquire is still in flight, answering after this hold was let go, is
-        // released then (its acquire may have landed after the hold's release).
-        answers->kept(let_go_of(rec));
-        // The watchdog lives on the first node's loop thread: schedule there, then hand over.
-        home->post([rec, report]() mutable {
-          rec->core->active_leases_.fetch_add(1);
-          rec->core->renewals().add(rec);
-          RedlockTry ok;
-          ok.kind = RedlockTry::Kind::acquired;
-          ok.lease = std::move(rec);
-          report(std::move(ok));
-        });
+        grant(spec, std::move(owner), token, sent, answers, report);
       });
 }
 
@@ -130,6 +199,7 @@ void redlock_try(const std::shared_ptr<const RedlockSpec>& spec, std::function<v
             {owner, spec->key + ":ch", std::to_string(release_marker_ttl.count())},
             [](const NodeReplies&) { return false; }, [](NodeReplies) {}, Resend::while_unknown);
   });
+  auto catch_up = std::make_shared<CatchUp>(spec);
   fan_out(
       spec->nodes, scripts::redlock_acquire, {spec->key, spec->key + ":fence", spec->key + ":rel"},
       {owner, std::to_string(spec->lease.ttl.count()), std::to_string(hint)},
@@ -137,15 +207,28 @@ void redlock_try(const std::shared_ptr<const RedlockSpec>& spec, std::function<v
         const std::size_t taken = count(replies, NodeVerdict::taken);
         return taken >= q || taken + count(replies, NodeVerdict::pending) < q;
       },
-      [spec, owner, sent, n, q, answers, report = std::move(report)](NodeReplies replies) mutable {
+      [spec, owner, sent, n, q, answers, catch_up, report = std::move(report)](NodeReplies replies) mutable {
         if (count(replies, NodeVerdict::taken) >= q) {
           // The token: the maximum over the nodes that granted the lock.
           std::uint64_t token = 0;
           for (const auto& r : replies) {
-            if (verdict_of(r) == NodeVerdict::taken) token = std::max<std::uint64_t>(token, r->value()[1].integer());
+            if (r) token = std::max(token, granted_token(*r).value_or(0));
           }
           std::uint64_t seen = spec->max_token->load();
           while (seen < token && !spec->max_token->compare_exchange_weak(seen, token)) {
+          }
+          // Each granting node's counter now IS the token it answered. When a majority answered
+          // the maximum, a majority knows the token already, which is all the awaited write-back
+          // establishes (any later majority meets one of them): the try counts at once, a round
+          // trip less. That is the usual case, as a node raises its counter by one per grant (a
+          // split vote's too): counters part only when nodes grant different numbers of times
+          // (one was down or busy, or saw a higher hint). The nodes behind get the token anyway,
+          // unawaited (CatchUp).
+          const auto at_max = std::count_if(replies.begin(), replies.end(),
+                                            [token](const auto& r) { return r && granted_token(*r) == token; });
+          if (static_cast<std::size_t>(at_max) >= q) {
+            catch_up->chose(token);
+            return grant(spec, std::move(owner), token, sent, answers, report);
           }
           return write_back(spec, std::move(owner), token, sent, std::move(answers), std::move(report));
         }
@@ -190,7 +273,10 @@ void redlock_try(const std::shared_ptr<const RedlockSpec>& spec, std::function<v
         t.split = count(replies, NodeVerdict::taken) > 0;
         report(std::move(t));
       },
-      Resend::no, [answers](std::size_t i) { answers->answered(i); });
+      Resend::no, [answers, catch_up](std::size_t i, const Result<Reply>& r) {
+        answers->answered(i);
+        catch_up->answered(i, granted_token(r));
+      });
 }
 
 }  // namespace dlock::detail

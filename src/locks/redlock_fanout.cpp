@@ -34,14 +34,15 @@ bool all_answered(const NodeReplies& replies) {
 
 void fan_out(const RedlockNodes& nodes, const Script& script, const std::vector<std::string>& keys,
              const std::vector<std::string>& args, std::function<bool(const NodeReplies&)> decided,
-             std::function<void(NodeReplies)> done, Resend resend, std::function<void(std::size_t)> on_answer) {
+             std::function<void(NodeReplies)> done, Resend resend,
+             std::function<void(std::size_t, const Result<Reply>&)> on_answer) {
   auto st = std::make_shared<FanState>();
   st->replies.resize(nodes.size());
   st->decided = std::move(decided);
   st->done = std::move(done);
   for (std::size_t i = 0; i < nodes.size(); ++i) {
     ReplyHandler on_reply = [st, i, on_answer](Result<Reply> r) {
-      if (on_answer) on_answer(i);
+      if (on_answer) on_answer(i, r);
       NodeReplies snapshot;
       std::function<void(NodeReplies)> finish;
       {

@@ -46,12 +46,12 @@ enum class Resend {
 // Any thread. Sends the script to every node at once. After each reply, `decided(replies)`
 // says whether a verdict can be taken; the first time it does (at the latest when every node
 // answered), `done(replies)` runs once, on the loop thread of the node that answered last.
-// `on_answer(i)`, when given, runs for every node's first answer, also after the verdict
+// `on_answer(i, reply)`, when given, runs for every node's first answer, also after the verdict
 // (before `done` for the node that decides it).
 void fan_out(const RedlockNodes& nodes, const Script& script, const std::vector<std::string>& keys,
              const std::vector<std::string>& args, std::function<bool(const NodeReplies&)> decided,
              std::function<void(NodeReplies)> done, Resend resend = Resend::no,
-             std::function<void(std::size_t)> on_answer = {});
+             std::function<void(std::size_t, const Result<Reply>&)> on_answer = {});
 
 // "node 127.0.0.1:7001: connection refused; node ...": the failures among `replies`.
 std::string describe_failures(const RedlockNodes& nodes, const NodeReplies& replies);
