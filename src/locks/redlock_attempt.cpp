@@ -72,26 +72,32 @@ class CatchUp {
       std::lock_guard lock(mu_);
       granted_[i] = granted;
       answered_[i] = true;
-      if (chosen_ && granted != chosen_) send = chosen_;
+      if (chosen_ && behind(granted, *chosen_)) send = chosen_;
     }
     if (send) write_back_to(i, *send);
   }
 
-  // The try counted with `token`, written back nowhere: the nodes that answered another one
-  // get it now, the others when they answer.
+  // The try counted with `token`, written back nowhere: the nodes behind it that answered
+  // already get it now, the others when they answer.
   void chose(std::uint64_t token) {
-    std::vector<std::size_t> behind;
+    std::vector<std::size_t> late;
     {
       std::lock_guard lock(mu_);
       chosen_ = token;
       for (std::size_t i = 0; i < answered_.size(); ++i) {
-        if (answered_[i] && granted_[i] != token) behind.push_back(i);
+        if (answered_[i] && behind(granted_[i], token)) late.push_back(i);
       }
     }
-    for (std::size_t i : behind) write_back_to(i, token);
+    for (std::size_t i : late) write_back_to(i, token);
   }
 
  private:
+  // A node that granted nothing (busy, failed) or a lower token; one that granted a higher
+  // token (its counter was ahead, and it answered after the verdict) needs nothing.
+  static bool behind(const std::optional<std::uint64_t>& granted, std::uint64_t token) {
+    return !granted || *granted < token;
+  }
+
   void write_back_to(std::size_t i, std::uint64_t token) const {
     fan_out(RedlockNodes{{spec_->nodes.cores[i]}}, scripts::redlock_fence, {spec_->key + ":fence"},
             {std::to_string(token)}, [](const NodeReplies&) { return false; }, [](NodeReplies) {});
