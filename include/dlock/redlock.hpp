@@ -27,11 +27,11 @@
 //                                                           (default ttl / 100 + 2 ms)
 //
 // where `sent` is when the acquire left (BootClock, this machine), so `now − sent` covers the
-// fencing write-back's round trip too when there is one. Lease::remaining() counts that validity down; every successful renewal restarts
-// it from the renewal's send time. A try that fails releases its owner token on every node,
-// each as soon as that node has answered the acquire (a release sent earlier could overtake it
-// on another connection); a node still unanswered when a held lease is released is
-// released again once it answers.
+// fencing write-back's round trip too when there is one. Lease::remaining() counts that
+// validity down; every successful renewal restarts it from the renewal's send time. A try
+// that fails releases its owner token on every node, each as soon as that node has answered
+// the acquire (a release sent earlier could overtake it on another connection); a node still
+// unanswered when a held lease is released is released again once it answers.
 //
 // Renewal: the Lease is renewed by the watchdog of the FIRST node's Client (one scheduler,
 // no timer or thread per lock); each renewal goes to every node in parallel, in the same
@@ -58,8 +58,10 @@
 // counts only once a majority of the nodes KNOW the token (their counter is at least the
 // token): when a majority of the granting nodes answered that maximum, their counters hold it
 // already and the acquisition counts at once (the usual case: every node raises its counter
-// by one per grant, so counters stay in step); otherwise the token is first written back to
-// every node (counter = max(counter, token)), one more round trip, and a majority must confirm.
+// by one per grant, so counters stay in step), and the nodes behind it (a lower grant, busy,
+// unreachable) are sent the token afterwards, not awaited; otherwise the token is first written
+// back to every node (counter = max(counter, token)), one more round trip, and a majority must
+// confirm.
 // Guaranteed: if holder B's acquisition started after holder A's acquisition counted, then
 // token(B) > token(A), provided at least one node that knew A's token and granted B kept its
 // counter in between. Those two majorities always share a node, so with no node losing its
