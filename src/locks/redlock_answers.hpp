@@ -17,13 +17,21 @@
 // that node keeps the tombstone out that would refuse it (as above). So once the try is kept,
 // a node that answers after the hold was let go is released too.
 //
-// Any thread; `release_on(i)` is called outside the lock, at most once per node.
+// The same bookkeeping serves the fencing catch-up: a try that counted without a write-back
+// round (a majority answered the token it chose, redlock_attempt.cpp) still sends the token to
+// every node behind it (one that granted a lower token, was busy or failed), each once its
+// answer is in, so that every reachable node knows the token as after a write-back round.
+//
+// Any thread; `release_on(i)` and `write_back_on(i, token)` are called outside the lock, each
+// at most once per node.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 #include "renewal/lease_record.hpp"
@@ -32,23 +40,45 @@ namespace dlock::detail {
 
 class AcquireAnswers {
  public:
-  AcquireAnswers(std::size_t nodes, std::function<void(std::size_t)> release_on)
-      : answered_(nodes, false), release_on_(std::move(release_on)) {}
+  // `write_back_on` may be empty when catch_up() is never called.
+  AcquireAnswers(std::size_t nodes, std::function<void(std::size_t)> release_on,
+                 std::function<void(std::size_t, std::uint64_t)> write_back_on = {})
+      : answered_(nodes, false),
+        granted_(nodes),
+        release_on_(std::move(release_on)),
+        write_back_on_(std::move(write_back_on)) {}
 
-  // Node `i`'s acquire was answered.
-  void answered(std::size_t i) {
+  // Node `i`'s acquire was answered; `granted`: the fencing token it granted, if it did.
+  void answered(std::size_t i, std::optional<std::uint64_t> granted = std::nullopt) {
     std::function<bool()> let_go;
+    std::optional<std::uint64_t> write_back;
+    bool release = false;
     {
       std::lock_guard lock(mu_);
       if (i >= answered_.size() || answered_[i]) return;
       answered_[i] = true;
-      if (!released_) {
-        if (!let_go_) return;
-        let_go = let_go_;
+      granted_[i] = granted;
+      if (chosen_ && behind(granted, *chosen_)) write_back = chosen_;
+      if (released_) release = true;
+      else let_go = let_go_;
+    }
+    if (write_back) write_back_on_(i, *write_back);
+    // A kept hold still held: its release, later, comes after this answer.
+    if (release || (let_go && let_go())) release_on_(i);
+  }
+
+  // The try counted with `token` and wrote it back nowhere: the nodes behind it that answered
+  // already get it now, the others when they answer.
+  void catch_up(std::uint64_t token) {
+    std::vector<std::size_t> late;
+    {
+      std::lock_guard lock(mu_);
+      chosen_ = token;
+      for (std::size_t i = 0; i < answered_.size(); ++i) {
+        if (answered_[i] && behind(granted_[i], token)) late.push_back(i);
       }
     }
-    if (let_go && !let_go()) return;  // still held: its release, later, comes after this answer
-    release_on_(i);
+    for (std::size_t i : late) write_back_on_(i, token);
   }
 
   // The try became a hold; `let_go()` (any thread) says whether the hold has been released,
@@ -75,11 +105,20 @@ class AcquireAnswers {
   }
 
  private:
+  // A node that granted nothing (busy, failed) or a lower token; one that granted a higher
+  // token (its counter was ahead, and it answered after the verdict) needs nothing.
+  static bool behind(const std::optional<std::uint64_t>& granted, std::uint64_t token) {
+    return !granted || *granted < token;
+  }
+
   std::mutex mu_;
   std::vector<bool> answered_;
+  std::vector<std::optional<std::uint64_t>> granted_;
+  std::optional<std::uint64_t> chosen_;  // set by catch_up()
   bool released_ = false;
   std::function<bool()> let_go_;  // set once the try is kept (kept())
   std::function<void(std::size_t)> release_on_;
+  std::function<void(std::size_t, std::uint64_t)> write_back_on_;
 };
 
 // AcquireAnswers::kept's test for a Redlock hold: let go once its record is released (or

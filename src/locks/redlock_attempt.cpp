@@ -1,9 +1,7 @@
 #include "locks/redlock_attempt.hpp"
 
 #include <algorithm>
-#include <mutex>
 #include <optional>
-#include <vector>
 
 #include "client_core.hpp"
 #include "io/command.hpp"
@@ -53,62 +51,6 @@ std::size_t count(const NodeReplies& replies, NodeVerdict v) {
 std::string what(const RedlockSpec& spec) {
   return "Redlock '" + spec.name + "' on " + std::to_string(spec.nodes.size()) + " nodes";
 }
-
-// The nodes left behind by a try that counted without a write-back (a majority answered the
-// token): a node that granted a lower token, was busy or failed gets the write-back anyway, not
-// awaited, as soon as its answer is in, so that every reachable node knows the token as after a
-// write-back round. That keeps the order across holders even when nodes that knew it restart
-// empty (redlock.hpp: up to 2 of 5), and the counters in step for the next try. Nodes that
-// answered the token itself get nothing: in the usual case no command at all.
-class CatchUp {
- public:
-  explicit CatchUp(std::shared_ptr<const RedlockSpec> spec)
-      : spec_(std::move(spec)), granted_(spec_->nodes.size()), answered_(spec_->nodes.size(), false) {}
-
-  // Node `i`'s acquire answered: the token it granted, if it did.
-  void answered(std::size_t i, std::optional<std::uint64_t> granted) {
-    std::optional<std::uint64_t> send;
-    {
-      std::lock_guard lock(mu_);
-      granted_[i] = granted;
-      answered_[i] = true;
-      if (chosen_ && behind(granted, *chosen_)) send = chosen_;
-    }
-    if (send) write_back_to(i, *send);
-  }
-
-  // The try counted with `token`, written back nowhere: the nodes behind it that answered
-  // already get it now, the others when they answer.
-  void chose(std::uint64_t token) {
-    std::vector<std::size_t> late;
-    {
-      std::lock_guard lock(mu_);
-      chosen_ = token;
-      for (std::size_t i = 0; i < answered_.size(); ++i) {
-        if (answered_[i] && behind(granted_[i], token)) late.push_back(i);
-      }
-    }
-    for (std::size_t i : late) write_back_to(i, token);
-  }
-
- private:
-  // A node that granted nothing (busy, failed) or a lower token; one that granted a higher
-  // token (its counter was ahead, and it answered after the verdict) needs nothing.
-  static bool behind(const std::optional<std::uint64_t>& granted, std::uint64_t token) {
-    return !granted || *granted < token;
-  }
-
-  void write_back_to(std::size_t i, std::uint64_t token) const {
-    fan_out(RedlockNodes{{spec_->nodes.cores[i]}}, scripts::redlock_fence, {spec_->key + ":fence"},
-            {std::to_string(token)}, [](const NodeReplies&) { return false; }, [](NodeReplies) {});
-  }
-
-  std::shared_ptr<const RedlockSpec> spec_;
-  std::mutex mu_;
-  std::vector<std::optional<std::uint64_t>> granted_;
-  std::vector<bool> answered_;
-  std::optional<std::uint64_t> chosen_;
-};
 
 // The try counts: check the validity left, then hand out a hold that the watchdog keeps alive.
 void grant(const std::shared_ptr<const RedlockSpec>& spec, std::string owner, std::uint64_t token,
@@ -198,14 +140,19 @@ void redlock_try(const std::shared_ptr<const RedlockSpec>& spec, std::function<v
   std::string owner = spec->nodes.cores.front()->new_owner_token();
   const auto sent = BootClock::now();
   const std::uint64_t hint = spec->max_token->load();
-  // The try's cleanup, should it fail: on each node once that node's acquire was answered.
-  auto answers = std::make_shared<AcquireAnswers>(n, [spec, owner](std::size_t i) {
-    const RedlockNodes node{{spec->nodes.cores[i]}};
-    fan_out(node, scripts::redlock_release, {spec->key, spec->key + ":rel"},
-            {owner, spec->key + ":ch", std::to_string(release_marker_ttl.count())},
-            [](const NodeReplies&) { return false; }, [](NodeReplies) {}, Resend::while_unknown);
-  });
-  auto catch_up = std::make_shared<CatchUp>(spec);
+  // Per node, once its acquire was answered: the try's cleanup should it fail, and the fencing
+  // catch-up should it count without a write-back round (redlock_answers.hpp).
+  auto answers = std::make_shared<AcquireAnswers>(
+      n,
+      [spec, owner](std::size_t i) {
+        fan_out(RedlockNodes{{spec->nodes.cores[i]}}, scripts::redlock_release, {spec->key, spec->key + ":rel"},
+                {owner, spec->key + ":ch", std::to_string(release_marker_ttl.count())},
+                [](const NodeReplies&) { return false; }, [](NodeReplies) {}, Resend::while_unknown);
+      },
+      [spec](std::size_t i, std::uint64_t token) {
+        fan_out(RedlockNodes{{spec->nodes.cores[i]}}, scripts::redlock_fence, {spec->key + ":fence"},
+                {std::to_string(token)}, [](const NodeReplies&) { return false; }, [](NodeReplies) {});
+      });
   fan_out(
       spec->nodes, scripts::redlock_acquire, {spec->key, spec->key + ":fence", spec->key + ":rel"},
       {owner, std::to_string(spec->lease.ttl.count()), std::to_string(hint)},
@@ -213,7 +160,7 @@ void redlock_try(const std::shared_ptr<const RedlockSpec>& spec, std::function<v
         const std::size_t taken = count(replies, NodeVerdict::taken);
         return taken >= q || taken + count(replies, NodeVerdict::pending) < q;
       },
-      [spec, owner, sent, n, q, answers, catch_up, report = std::move(report)](NodeReplies replies) mutable {
+      [spec, owner, sent, n, q, answers, report = std::move(report)](NodeReplies replies) mutable {
         if (count(replies, NodeVerdict::taken) >= q) {
           // The token: the maximum over the nodes that granted the lock.
           std::uint64_t token = 0;
@@ -229,11 +176,11 @@ void redlock_try(const std::shared_ptr<const RedlockSpec>& spec, std::function<v
           // trip less. That is the usual case, as a node raises its counter by one per grant (a
           // split vote's too): counters part only when nodes grant different numbers of times
           // (one was down or busy, or saw a higher hint). The nodes behind get the token anyway,
-          // unawaited (CatchUp).
+          // unawaited (AcquireAnswers::catch_up).
           const auto at_max = std::count_if(replies.begin(), replies.end(),
                                             [token](const auto& r) { return r && granted_token(*r) == token; });
           if (static_cast<std::size_t>(at_max) >= q) {
-            catch_up->chose(token);
+            answers->catch_up(token);
             return grant(spec, std::move(owner), token, sent, answers, report);
           }
           return write_back(spec, std::move(owner), token, sent, std::move(answers), std::move(report));
@@ -279,10 +226,7 @@ void redlock_try(const std::shared_ptr<const RedlockSpec>& spec, std::function<v
         t.split = count(replies, NodeVerdict::taken) > 0;
         report(std::move(t));
       },
-      Resend::no, [answers, catch_up](std::size_t i, const Result<Reply>& r) {
-        answers->answered(i);
-        catch_up->answered(i, granted_token(r));
-      });
+      Resend::no, [answers](std::size_t i, const Result<Reply>& r) { answers->answered(i, granted_token(r)); });
 }
 
 }  // namespace dlock::detail

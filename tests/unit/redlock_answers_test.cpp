@@ -2,11 +2,15 @@
 // answered (locks/redlock_answers.hpp): with two connections per node, a release sent at once
 // could run before the acquire it was meant to undo, which then took the key for its TTL. The
 // same for a kept try's straggler nodes once the hold was let go.
+// And the fencing catch-up of a try that counted without a write-back round.
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdint>
 #include <mutex>
+#include <optional>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "locks/redlock_answers.hpp"
@@ -109,6 +113,72 @@ TEST(AcquireAnswers, EachNodeReleasedExactlyOnceUnderRaces) {
     std::vector<int> count(4, 0);
     for (std::size_t i : sent.nodes) ++count[i];
     for (std::size_t i = 0; i < 4; ++i) ASSERT_EQ(count[i], 1) << "round " << round << ", node " << i;
+  }
+}
+
+// The fencing catch-up of a try that counted without a write-back round: each node behind the
+// chosen token (a lower grant, or none: busy or failed) gets it once, whether it answered
+// before the verdict or after; a node that granted the token, or a higher one, gets nothing.
+struct WriteBacks {
+  std::mutex mu;
+  std::vector<std::pair<std::size_t, std::uint64_t>> sent;
+  void operator()(std::size_t i, std::uint64_t token) {
+    std::lock_guard lock(mu);
+    sent.emplace_back(i, token);
+  }
+};
+
+TEST(AcquireAnswers, CatchUpSendsTheTokenToEachNodeBehindItOnce) {
+  Sent released;
+  WriteBacks wb;
+  AcquireAnswers a(
+      6, [&](std::size_t i) { released(i); }, [&](std::size_t i, std::uint64_t t) { wb(i, t); });
+  a.answered(0, 7);
+  a.answered(1, 5);             // granted a lower token
+  a.answered(2, std::nullopt);  // busy, or failed
+  a.answered(3, 7);
+  EXPECT_TRUE(wb.sent.empty()) << "written back before the try counted";
+  a.catch_up(7);
+  using List = std::vector<std::pair<std::size_t, std::uint64_t>>;
+  EXPECT_EQ(wb.sent, (List{{1, 7}, {2, 7}}));
+  a.answered(4, 8);  // a straggler whose counter was ahead
+  a.answered(5, 6);  // a straggler behind
+  a.answered(5, 6);  // answered twice: once is enough
+  EXPECT_EQ(wb.sent, (List{{1, 7}, {2, 7}, {5, 7}}));
+  EXPECT_TRUE(released.nodes.empty()) << "a kept try's nodes were released";
+}
+
+TEST(AcquireAnswers, NoCatchUpWithoutTheCall) {
+  Sent released;
+  WriteBacks wb;
+  AcquireAnswers a(
+      3, [&](std::size_t i) { released(i); }, [&](std::size_t i, std::uint64_t t) { wb(i, t); });
+  a.answered(0, 3);
+  a.answered(1, std::nullopt);
+  a.release();  // a failed try: released, never written back
+  a.answered(2, 1);
+  EXPECT_TRUE(wb.sent.empty());
+  EXPECT_EQ(released.nodes, (std::vector<std::size_t>{0, 1, 2}));
+}
+
+// Answers racing the verdict's catch_up on another thread: each node behind is written back
+// exactly once.
+TEST(AcquireAnswers, CatchUpReachesEachNodeBehindExactlyOnceUnderRaces) {
+  for (int round = 0; round < 200; ++round) {
+    WriteBacks wb;
+    AcquireAnswers a(4, [](std::size_t) {}, [&](std::size_t i, std::uint64_t t) { wb(i, t); });
+    std::vector<std::thread> threads;
+    for (std::size_t i = 0; i < 4; ++i) {
+      threads.emplace_back([&a, i] { a.answered(i, i % 2 == 0 ? std::optional<std::uint64_t>(10) : std::nullopt); });
+    }
+    threads.emplace_back([&a] { a.catch_up(10); });
+    for (auto& t : threads) t.join();
+    std::vector<int> count(4, 0);
+    for (const auto& [i, t] : wb.sent) {
+      ++count[i];
+      ASSERT_EQ(t, 10u);
+    }
+    for (std::size_t i = 0; i < 4; ++i) ASSERT_EQ(count[i], i % 2 == 0 ? 0 : 1) << "round " << round << ", node " << i;
   }
 }
 
