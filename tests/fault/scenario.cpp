@@ -185,8 +185,7 @@ bool Scenario::locks_left_behind_expire() {
   return eventually(
       [&] {
         RawConnection& r = raw();
-        const auto now = r.cmd_array({"TIME"});
-        const std::string server_ms = std::to_string(std::stoll(now.at(0)) * 1000 + std::stoll(now.at(1)) / 1000);
+        const std::string server_ms = std::to_string(r.server_ms());
         std::set<std::string> names;
         for (int i = 0; i < opts_.processes; ++i) {
           for (const auto& l : worker_locks(i)) names.insert(l);

@@ -78,12 +78,6 @@ dlock::FairLockOptions waiter_ttl(milliseconds ttl) {
   return o;
 }
 
-// The server's clock in ms (TIME), as the scripts read it.
-long long server_ms(RawConnection& raw) {
-  auto t = raw.cmd_array({"TIME"});
-  return std::stoll(t[0]) * 1000 + std::stoll(t[1]) / 1000;
-}
-
 class FairLockTest : public dlock::test::ServerFixture {
  protected:
   std::string get(const std::string& key) { return raw->cmd({"GET", key}); }
@@ -439,7 +433,7 @@ TEST_F(FairLockTest, TryLockDoesNotOvertakeQueuedWaiters) {
   const std::string name = "no-barging";
   dlock::FairLock l(*client, name);
   // A waiter placed by hand, whose place ends 1.5 s from now on the server's clock.
-  const long long deadline = server_ms(*raw) + 1500;
+  const long long deadline = raw->server_ms() + 1500;
   ASSERT_EQ(raw->cmd_int({"RPUSH", queue_of(name), "ghost"}), 1);
   ASSERT_EQ(raw->cmd_int({"ZADD", timeouts_of(name), std::to_string(deadline), "ghost"}), 1);
   const auto t0 = SteadyClock::now();

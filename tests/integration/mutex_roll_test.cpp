@@ -46,11 +46,6 @@ class MutexRollTest : public dlock::test::ServerFixture {
   std::vector<std::string> roll(const std::string& name) {
     return raw->cmd_array({"ZRANGE", key_of(name) + ":waiters", "0", "-1"});
   }
-  // The server's clock in ms, as the scripts read it.
-  long long server_ms() {
-    auto t = raw->cmd_array({"TIME"});
-    return std::stoll(t.at(0)) * 1000 + std::stoll(t.at(1)) / 1000;
-  }
 
   // A waiter on its own Client (as another process would be), started on its own thread.
   struct Waiter {
@@ -275,7 +270,7 @@ TEST_F(MutexRollTest, APlaceWhoseClientNoLongerListensIsPassedOver) {
   ASSERT_TRUE(held.ok()) << held.error().what();
   // The place of a Client that does not exist, first on the roll (it lapses before the live
   // waiter's: 2.4 rechecks + 1 s).
-  ASSERT_EQ(raw->cmd_int({"ZADD", key_of("gone") + ":waiters", std::to_string(server_ms() + 20000), "0123456789abcdef"}), 1);
+  ASSERT_EQ(raw->cmd_int({"ZADD", key_of("gone") + ":waiters", std::to_string(raw->server_ms() + 20000), "0123456789abcdef"}), 1);
   auto live = waiter("gone");
   live->start(dlock::WaitOptions{30000ms, 30000ms});
   ASSERT_TRUE(eventually([&] { return roll_size("gone") == 2; }, 3000ms));
@@ -299,7 +294,7 @@ TEST_F(MutexRollTest, AHungClientsPlaceCostsOneRecheckOnce) {
   dlock::test::RawConnection hung(*server);
   ASSERT_FALSE(hung.cmd_array({"SUBSCRIBE", key_of("hung") + ":ch:0123456789abcdef"}).empty());
   // Its place lapses before the live waiter's (2.4 × 300 ms + 1 s), so it comes first.
-  ASSERT_EQ(raw->cmd_int({"ZADD", key_of("hung") + ":waiters", std::to_string(server_ms() + 1500), "0123456789abcdef"}), 1);
+  ASSERT_EQ(raw->cmd_int({"ZADD", key_of("hung") + ":waiters", std::to_string(raw->server_ms() + 1500), "0123456789abcdef"}), 1);
 
   auto live = waiter("hung");
   live->start(dlock::WaitOptions{30000ms, 300ms});
@@ -320,7 +315,7 @@ TEST_F(MutexRollTest, AHungClientsPlaceCostsOneRecheckOnce) {
 // before it stopped listening.
 TEST_F(MutexRollTest, WithdrawingFromAFreeLockNamesTheNextWaiter) {
   const std::string roll_key = key_of("pass") + ":waiters";
-  const std::string until = std::to_string(server_ms() + 20000);
+  const std::string until = std::to_string(raw->server_ms() + 20000);
   ASSERT_EQ(raw->cmd_int({"ZADD", roll_key, until, "aaaa", until, "bbbb"}), 2);
   const std::string withdraw = dlock::detail::scripts::mutex_withdraw.source;  // as the library runs it
   // Held: the place is given back, nobody is named.
@@ -351,7 +346,7 @@ void MutexRollTest::multi_lock_waiter_gets_its_turn(const std::string& name, boo
   ASSERT_FALSE(first_listens.cmd_array({"SUBSCRIBE", ch + ":first"}).empty());
   ASSERT_FALSE(last_listens.cmd_array({"SUBSCRIBE", ch + ":last"}).empty());
   // The MultiLock's place will count for 2.4 rechecks + 1 s = 73 s: between these two.
-  const long long now = server_ms();
+  const long long now = raw->server_ms();
   ASSERT_EQ(raw->cmd_int({"ZADD", roll_key, std::to_string(now + 60000), "first", std::to_string(now + 200000), "last"}), 2);
 
   dlock::Client other(server->url());
@@ -435,7 +430,7 @@ TEST_F(MutexRollTest, AnOrderedMultiLockReleaseNamesTheNextMutexWaiter) {
 // Withdrawing from a free lock whose next place is '*' wakes the waiters on P{N}:ch.
 TEST_F(MutexRollTest, WithdrawingBeforeTheSharedPlaceWakesEveryWaiter) {
   const std::string roll_key = key_of("shared") + ":waiters";
-  const std::string until = std::to_string(server_ms() + 20000);
+  const std::string until = std::to_string(raw->server_ms() + 20000);
   ASSERT_EQ(raw->cmd_int({"ZADD", roll_key, until, "aaaa", until, "*"}), 2);
   const std::string withdraw = dlock::detail::scripts::mutex_withdraw.source;
   dlock::test::RawConnection listener(*server);

@@ -432,11 +432,7 @@ TEST_F(SharedMutexTest, CrashedWaitingWritersIntentExpires) {
 TEST_F(SharedMutexTest, ReaderPassingOnlyEndedIntentsRemovesThem) {
   dlock::SharedMutex m(*client, "ended-intents");
   const std::string wintent = m.key() + ":wintent";
-  const auto now_ms = [&] {
-    const auto t = raw->cmd_array({"TIME"});
-    return std::stoll(t.at(0)) * 1000 + std::stoll(t.at(1)) / 1000;
-  };
-  const long long now = now_ms();
+  const long long now = raw->server_ms();
   raw->cmd({"ZADD", wintent, std::to_string(now - 50), "dead-writer-1", std::to_string(now - 10), "dead-writer-2"});
   raw->cmd({"PEXPIRE", wintent, "60000"});
   auto lease = m.acquire_shared(no_wait());
@@ -445,7 +441,7 @@ TEST_F(SharedMutexTest, ReaderPassingOnlyEndedIntentsRemovesThem) {
   EXPECT_TRUE(lease->release().ok());
 
   // A live intent among ended ones still keeps readers out, and stays.
-  raw->cmd({"ZADD", wintent, std::to_string(now_ms() - 10), "dead-writer", std::to_string(now_ms() + 60000), "live-writer"});
+  raw->cmd({"ZADD", wintent, std::to_string(raw->server_ms() - 10), "dead-writer", std::to_string(raw->server_ms() + 60000), "live-writer"});
   dlock::SharedMutex other(*client, "ended-intents");
   EXPECT_FALSE(other.try_lock_shared()) << "a reader got past a live intent";
   EXPECT_EQ(raw->cmd_int({"ZCARD", wintent}), 2);

@@ -111,6 +111,11 @@ std::vector<std::string> RawConnection::cmd_array(const std::vector<std::string>
   return out;
 }
 
+long long RawConnection::server_ms() {
+  const auto t = cmd_array({"TIME"});
+  return std::stoll(t.at(0)) * 1000 + std::stoll(t.at(1)) / 1000;
+}
+
 std::string RawConnection::next_reply() {
   if (ctx_->err) throw std::runtime_error(std::string("RawConnection: connection is broken: ") + ctx_->errstr);
   void* raw = nullptr;

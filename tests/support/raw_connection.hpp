@@ -38,6 +38,9 @@ class RawConnection {
   // Each element rendered as by cmd(). Throws std::runtime_error if the reply
   // is not an array (an error reply included).
   std::vector<std::string> cmd_array(const std::vector<std::string>& args);
+  // The server's clock (TIME) in milliseconds: the clock the scripts read, and the one Redis
+  // times a blocked command's timeout by (WAIT's included).
+  long long server_ms();
   // AUTH user password (AUTH password if `user` is empty). True on OK.
   bool auth(const std::string& user, const std::string& password);
   // The next reply the server sends unasked (after MONITOR or SUBSCRIBE), rendered as by cmd().
