@@ -37,6 +37,53 @@ NodeVerdict verdict_of(const Result<Reply>& r) {
 
 NodeVerdict verdict_of(const std::optional<Result<Reply>>& r) { return r ? verdict_of(*r) : NodeVerdict::pending; }
 
+// What a node's acquire did, for AcquireAnswers.
+NodeAnswer answer_of(const Result<Reply>& r) {
+  switch (verdict_of(r)) {
+    case NodeVerdict::taken: return NodeAnswer::took_with(static_cast<std::uint64_t>(r.value()[1].integer()));
+    case NodeVerdict::busy:
+    case NodeVerdict::wrong_type: return NodeAnswer::took_nothing();
+    case NodeVerdict::failed:
+    case NodeVerdict::pending: break;
+  }
+  return NodeAnswer::not_known();
+}
+
+// A Redlock hold's scripts run on every node (QuorumFanout); its release also tells the try's
+// AcquireAnswers where it took effect. The hold keeps the AcquireAnswers: a node that answered
+// while the hold was releasing waits there for this release's answer, or, should none be sent,
+// for the AcquireAnswers to end with the hold (redlock_answers.hpp).
+class WatchedRelease final : public HoldFanout {
+ public:
+  WatchedRelease(std::shared_ptr<const QuorumFanout> all, std::shared_ptr<AcquireAnswers> answers)
+      : all_(std::move(all)), answers_(std::move(answers)) {}
+
+  void run(const Script& script, const std::vector<std::string>& keys, const std::vector<std::string>& args,
+           ReplyHandler done) const override {
+    if (&script != &scripts::redlock_release) return all_->run(script, keys, args, std::move(done));
+    answers_->hold_release_sent();
+    all_->run_watched(script, keys, args, std::move(done),
+                      // Kept until every node answered: a node waiting for its answer is
+                      // decided by it, not by the end of the AcquireAnswers.
+                      [answers = answers_](std::size_t i, const Result<Reply>& r) {
+                        answers->hold_released(i, took_effect(r));
+                      });
+  }
+  void send_to_others(const Script& script, const std::vector<std::string>& keys,
+                      const std::vector<std::string>& args) const override {
+    all_->send_to_others(script, keys, args);
+  }
+
+ private:
+  // redlock_release.lua answered 1 (released) or 2 (released already): it ran after the acquire.
+  static bool took_effect(const Result<Reply>& r) {
+    return r.ok() && r->is_integer() && (r->integer() == 1 || r->integer() == 2);
+  }
+
+  std::shared_ptr<const QuorumFanout> all_;
+  std::shared_ptr<AcquireAnswers> answers_;
+};
+
 // The token a node granted, if it did.
 std::optional<std::uint64_t> granted_token(const Result<Reply>& r) {
   if (verdict_of(r) != NodeVerdict::taken) return std::nullopt;
@@ -69,7 +116,7 @@ void grant(const std::shared_ptr<const RedlockSpec>& spec, std::string owner, st
   }
   const std::shared_ptr<ClientCore>& home = spec->nodes.cores.front();
   auto rec = std::make_shared<LeaseRecord>(home, spec->name, std::move(owner), FencingToken{token},
-                                           redlock_hold(*spec, token), spec->lease, sent);
+                                           redlock_hold(*spec, token, answers), spec->lease, sent);
   if (home->is_shut_down()) {
     answers->release();
     t.error = Error(errc::shutdown, "client is shut down");
@@ -77,7 +124,7 @@ void grant(const std::shared_ptr<const RedlockSpec>& spec, std::string owner, st
   }
   // A node whose acquire is still in flight, answering after this hold was let go, is
   // released then (its acquire may have landed after the hold's release).
-  answers->kept(let_go_of(rec));
+  answers->kept(hold_now_of(rec));
   // The watchdog lives on the first node's loop thread: schedule there, then hand over.
   home->post([rec, report]() mutable {
     rec->core->active_leases_.fetch_add(1);
@@ -122,7 +169,8 @@ void write_back(const std::shared_ptr<const RedlockSpec>& spec, std::string owne
 
 }  // namespace
 
-std::shared_ptr<const HoldScripts> redlock_hold(const RedlockSpec& spec, std::uint64_t token) {
+std::shared_ptr<const HoldScripts> redlock_hold(const RedlockSpec& spec, std::uint64_t token,
+                                                std::shared_ptr<AcquireAnswers> answers) {
   auto h = std::make_shared<HoldScripts>();
   h->renew = &scripts::redlock_renew;
   h->renew_keys = {spec.key, spec.key + ":rel", spec.key + ":fence"};
@@ -130,7 +178,8 @@ std::shared_ptr<const HoldScripts> redlock_hold(const RedlockSpec& spec, std::ui
   h->release = &scripts::redlock_release;
   h->release_keys = {spec.key, spec.key + ":rel"};
   h->release_extra = {spec.key + ":ch", std::to_string(release_marker_ttl.count())};
-  h->fanout = spec.fanout;
+  if (!answers) h->fanout = spec.fanout;
+  else h->fanout = std::make_shared<const WatchedRelease>(spec.fanout, std::move(answers));
   return h;
 }
 
@@ -226,7 +275,7 @@ void redlock_try(const std::shared_ptr<const RedlockSpec>& spec, std::function<v
         t.split = count(replies, NodeVerdict::taken) > 0;
         report(std::move(t));
       },
-      Resend::no, [answers](std::size_t i, const Result<Reply>& r) { answers->answered(i, granted_token(r)); });
+      Resend::no, [answers](std::size_t i, const Result<Reply>& r) { answers->answered(i, answer_of(r)); });
 }
 
 }  // namespace dlock::detail

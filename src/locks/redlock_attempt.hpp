@@ -40,7 +40,12 @@ struct RedlockTry {
 // Any thread. `report` runs once, on some Client's loop thread.
 void redlock_try(const std::shared_ptr<const RedlockSpec>& spec, std::function<void(RedlockTry)> report);
 
+class AcquireAnswers;
+
 // The hold scripts of a Redlock lease with token `token` (renew and release run on every node).
-std::shared_ptr<const HoldScripts> redlock_hold(const RedlockSpec& spec, std::uint64_t token);
+// `answers`: the try's, kept by the hold and told where its release took effect
+// (redlock_answers.hpp).
+std::shared_ptr<const HoldScripts> redlock_hold(const RedlockSpec& spec, std::uint64_t token,
+                                                std::shared_ptr<AcquireAnswers> answers = nullptr);
 
 }  // namespace dlock::detail

@@ -114,6 +114,12 @@ struct Tally {
 
 void QuorumFanout::run(const Script& script, const std::vector<std::string>& keys,
                        const std::vector<std::string>& args, ReplyHandler done) const {
+  run_watched(script, keys, args, std::move(done), {});
+}
+
+void QuorumFanout::run_watched(const Script& script, const std::vector<std::string>& keys,
+                               const std::vector<std::string>& args, ReplyHandler done,
+                               std::function<void(std::size_t, const Result<Reply>&)> on_answer) const {
   const std::shared_ptr<ClientCore>& home = nodes_.cores.front();
   if (home->is_shut_down()) return done(Error(errc::shutdown, "client is shut down"));
   const std::size_t n = nodes_.size();
@@ -146,7 +152,7 @@ void QuorumFanout::run(const Script& script, const std::vector<std::string>& key
         }
         home->post([done, verdict = std::move(verdict)]() mutable { done(std::move(verdict)); });
       },
-      &script == &scripts::redlock_release ? Resend::while_unknown : Resend::no);
+      &script == &scripts::redlock_release ? Resend::while_unknown : Resend::no, std::move(on_answer));
 }
 
 void QuorumFanout::send_to_others(const Script& script, const std::vector<std::string>& keys,

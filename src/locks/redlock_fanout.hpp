@@ -68,6 +68,9 @@ class QuorumFanout final : public HoldFanout {
            ReplyHandler done) const override;
   void send_to_others(const Script& script, const std::vector<std::string>& keys,
                       const std::vector<std::string>& args) const override;
+  // run(), with `on_answer(i, reply)` for every node's first answer (fan_out's).
+  void run_watched(const Script& script, const std::vector<std::string>& keys, const std::vector<std::string>& args,
+                   ReplyHandler done, std::function<void(std::size_t, const Result<Reply>&)> on_answer) const;
 
  private:
   RedlockNodes nodes_;

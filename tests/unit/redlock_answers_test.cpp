@@ -18,6 +18,8 @@
 namespace dlock::detail {
 namespace {
 
+NodeAnswer took(std::uint64_t token) { return NodeAnswer::took_with(token); }
+
 struct Sent {
   std::mutex mu;
   std::vector<std::size_t> nodes;
@@ -54,27 +56,29 @@ TEST(AcquireAnswers, NothingIsReleasedForATryThatIsKept) {
 }
 
 // A try kept as a hold: a straggler that answers while the hold is held needs nothing (the
-// hold's release comes after its answer); one that answers after the hold was let go is
-// released, since the hold's release may have overtaken its acquire.
-TEST(AcquireAnswers, AStragglerAnsweringAfterTheKeptHoldWasLetGoIsReleased) {
+// hold's release comes after its answer); one that answers after the hold ended without a
+// release of its own there (lost, gone) is released at once.
+TEST(AcquireAnswers, AStragglerAnsweringAfterTheKeptHoldEndedIsReleased) {
   Sent sent;
-  std::atomic<bool> let_go{false};
+  std::atomic<HoldNow> now{HoldNow::held};
   AcquireAnswers a(5, [&](std::size_t i) { sent(i); });
   a.answered(0);
   a.answered(1);
   a.answered(2);  // the majority: the try is kept
-  a.kept([&] { return let_go.load(); });
+  a.kept([&] { return now.load(); });
   a.answered(3);
   EXPECT_TRUE(sent.nodes.empty()) << "a straggler answering while the hold is held was released";
-  let_go = true;
+  now = HoldNow::ended;
   a.answered(4);
   EXPECT_EQ(sent.nodes, (std::vector<std::size_t>{4}));
   a.answered(4);
   EXPECT_EQ(sent.nodes, (std::vector<std::size_t>{4})) << "a second answer released again";
 }
 
-// The test write_back gives kept(): a real lease record, held, then releasing, lost or gone.
-TEST(AcquireAnswers, AKeptHoldCountsAsLetGoOnceReleasingLostOrGone) {
+// hold_now_of, the view kept() gets of a real lease record: held, then releasing, lost or gone.
+// A straggler answering while the hold is releasing waits for that release's answer (none comes
+// here): it is released when the AcquireAnswers ends. Lost or gone: released at once.
+TEST(AcquireAnswers, HoldNowOfALeaseRecord) {
   LeaseOptions o;
   auto make = [&] {
     return std::make_shared<LeaseRecord>(nullptr, "r", "owner", FencingToken{1}, HoldScripts{}, o, BootClock::now());
@@ -83,20 +87,25 @@ TEST(AcquireAnswers, AKeptHoldCountsAsLetGoOnceReleasingLostOrGone) {
     SCOPED_TRACE(how);
     auto rec = make();
     Sent sent;
-    AcquireAnswers a(3, [&](std::size_t i) { sent(i); });
-    a.answered(0);
-    a.answered(1);
-    a.kept(let_go_of(rec));
-    EXPECT_FALSE(let_go_of(rec)());
-    if (how == 0) {
-      ASSERT_TRUE(rec->begin_release());
-    } else if (how == 1) {
-      ASSERT_TRUE(rec->mark_lost(LossReason::expired));
-    } else {
-      rec.reset();
+    {
+      AcquireAnswers a(3, [&](std::size_t i) { sent(i); });
+      a.answered(0);
+      a.answered(1);
+      a.kept(hold_now_of(rec));
+      EXPECT_EQ(hold_now_of(rec)(), HoldNow::held);
+      if (how == 0) {
+        ASSERT_TRUE(rec->begin_release());
+        EXPECT_EQ(hold_now_of(rec)(), HoldNow::releasing);
+      } else if (how == 1) {
+        ASSERT_TRUE(rec->mark_lost(LossReason::expired));
+        EXPECT_EQ(hold_now_of(rec)(), HoldNow::ended);
+      } else {
+        rec.reset();
+      }
+      a.answered(2);
+      EXPECT_EQ(sent.nodes, how == 0 ? std::vector<std::size_t>{} : std::vector<std::size_t>{2});
     }
-    a.answered(2);
-    EXPECT_EQ(sent.nodes, (std::vector<std::size_t>{2}));
+    EXPECT_EQ(sent.nodes, (std::vector<std::size_t>{2})) << "released " << sent.nodes.size() << " times";
   }
 }
 
@@ -133,17 +142,17 @@ TEST(AcquireAnswers, CatchUpSendsTheTokenToEachNodeBehindItOnce) {
   WriteBacks wb;
   AcquireAnswers a(
       6, [&](std::size_t i) { released(i); }, [&](std::size_t i, std::uint64_t t) { wb(i, t); });
-  a.answered(0, 7);
-  a.answered(1, 5);             // granted a lower token
-  a.answered(2, std::nullopt);  // busy, or failed
-  a.answered(3, 7);
+  a.answered(0, took(7));
+  a.answered(1, took(5));             // granted a lower token
+  a.answered(2, NodeAnswer::took_nothing());  // busy
+  a.answered(3, took(7));
   EXPECT_TRUE(wb.sent.empty()) << "written back before the try counted";
   a.catch_up(7);
   using List = std::vector<std::pair<std::size_t, std::uint64_t>>;
   EXPECT_EQ(wb.sent, (List{{1, 7}, {2, 7}}));
-  a.answered(4, 8);  // a straggler whose counter was ahead
-  a.answered(5, 6);  // a straggler behind
-  a.answered(5, 6);  // answered twice: once is enough
+  a.answered(4, took(8));  // a straggler whose counter was ahead
+  a.answered(5, took(6));  // a straggler behind
+  a.answered(5, took(6));  // answered twice: once is enough
   EXPECT_EQ(wb.sent, (List{{1, 7}, {2, 7}, {5, 7}}));
   EXPECT_TRUE(released.nodes.empty()) << "a kept try's nodes were released";
 }
@@ -153,10 +162,10 @@ TEST(AcquireAnswers, NoCatchUpWithoutTheCall) {
   WriteBacks wb;
   AcquireAnswers a(
       3, [&](std::size_t i) { released(i); }, [&](std::size_t i, std::uint64_t t) { wb(i, t); });
-  a.answered(0, 3);
-  a.answered(1, std::nullopt);
+  a.answered(0, took(3));
+  a.answered(1, NodeAnswer::not_known());  // failed
   a.release();  // a failed try: released, never written back
-  a.answered(2, 1);
+  a.answered(2, took(1));
   EXPECT_TRUE(wb.sent.empty());
   EXPECT_EQ(released.nodes, (std::vector<std::size_t>{0, 1, 2}));
 }
@@ -169,7 +178,7 @@ TEST(AcquireAnswers, CatchUpReachesEachNodeBehindExactlyOnceUnderRaces) {
     AcquireAnswers a(4, [](std::size_t) {}, [&](std::size_t i, std::uint64_t t) { wb(i, t); });
     std::vector<std::thread> threads;
     for (std::size_t i = 0; i < 4; ++i) {
-      threads.emplace_back([&a, i] { a.answered(i, i % 2 == 0 ? std::optional<std::uint64_t>(10) : std::nullopt); });
+      threads.emplace_back([&a, i] { a.answered(i, i % 2 == 0 ? took(10) : NodeAnswer::not_known()); });
     }
     threads.emplace_back([&a] { a.catch_up(10); });
     for (auto& t : threads) t.join();
@@ -179,6 +188,87 @@ TEST(AcquireAnswers, CatchUpReachesEachNodeBehindExactlyOnceUnderRaces) {
       ASSERT_EQ(t, 10u);
     }
     for (std::size_t i = 0; i < 4; ++i) ASSERT_EQ(count[i], i % 2 == 0 ? 0 : 1) << "round " << round << ", node " << i;
+  }
+}
+
+// A node whose acquire took nothing (busy, another type, this owner's tombstone) holds nothing
+// of the try's: a failed try does not release it, before or after the verdict.
+TEST(AcquireAnswers, ANodeThatTookNothingIsNeverReleased) {
+  Sent sent;
+  AcquireAnswers a(5, [&](std::size_t i) { sent(i); });
+  a.answered(0, took(4));
+  a.answered(1, NodeAnswer::took_nothing());
+  a.answered(2, NodeAnswer::not_known());  // an error or a failed command: it may have taken it
+  a.release();
+  EXPECT_EQ(sent.nodes, (std::vector<std::size_t>{0, 2}));
+  a.answered(3, NodeAnswer::took_nothing());
+  a.answered(4, took(4));
+  EXPECT_EQ(sent.nodes, (std::vector<std::size_t>{0, 2, 4}));
+}
+
+// A straggler that took the key after the kept hold began its release is released again only
+// where the hold's release did not take effect: that release answered 0 or failed. Where it
+// answered 1 or 2 it ran after the acquire, and the key is gone. Until it answers there (it may
+// not have been sent yet), the decision waits.
+TEST(AcquireAnswers, AStragglerIsReleasedAgainOnlyWhereTheHoldsReleaseDidNotTakeEffect) {
+  Sent sent;
+  std::atomic<HoldNow> now{HoldNow::held};
+  AcquireAnswers a(7, [&](std::size_t i) { sent(i); });
+  a.answered(0, took(1));
+  a.answered(1, took(1));
+  a.answered(2, took(1));
+  a.answered(3, took(1));  // the majority of 7
+  a.kept([&] { return now.load(); });
+  now = HoldNow::releasing;
+  a.answered(4, took(1));  // its release claimed but not sent yet: waits
+  a.hold_release_sent();
+  a.hold_released(6, true);  // answered before the acquire did (another connection)
+  a.answered(5, took(1));    // the hold's release in flight here: waits
+  a.answered(6, took(1));    // the hold's release took effect here: nothing more to do
+  EXPECT_TRUE(sent.nodes.empty());
+  now = HoldNow::ended;       // the release's verdict came from a majority
+  a.hold_released(4, true);   // it ran after the acquire: nothing more to do
+  a.hold_released(5, false);  // it found nothing: it ran before the acquire
+  EXPECT_EQ(sent.nodes, (std::vector<std::size_t>{5}));
+  a.hold_released(5, false);  // a second answer: released once
+  EXPECT_EQ(sent.nodes, (std::vector<std::size_t>{5}));
+}
+
+TEST(AcquireAnswers, AStragglerWhoseHoldReleaseTookEffectLaterIsNotReleasedAgain) {
+  Sent sent;
+  {
+    AcquireAnswers a(3, [&](std::size_t i) { sent(i); });
+    a.answered(0, took(1));
+    a.answered(1, took(1));
+    a.kept([] { return HoldNow::releasing; });
+    a.hold_release_sent();
+    a.answered(2, took(1));
+    a.hold_released(2, true);
+    a.hold_release_sent();  // a retried release does not forget where the first took effect
+    a.hold_released(2, false);
+  }
+  EXPECT_TRUE(sent.nodes.empty()) << "released again after the hold's release took effect";
+}
+
+// The straggler's answer races the hold release's answer on another thread: released exactly
+// once where that release did not take effect, never where it did.
+TEST(AcquireAnswers, StragglerAndHoldReleaseAnswersRacing) {
+  for (int round = 0; round < 200; ++round) {
+    Sent sent;
+    AcquireAnswers a(6, [&](std::size_t i) { sent(i); });
+    a.answered(0, took(1));
+    a.answered(1, took(1));
+    a.answered(2, took(1));
+    a.answered(3, took(1));
+    a.kept([] { return HoldNow::releasing; });
+    a.hold_release_sent();
+    std::vector<std::thread> threads;
+    threads.emplace_back([&a] { a.answered(4, took(1)); });
+    threads.emplace_back([&a] { a.answered(5, took(1)); });
+    threads.emplace_back([&a] { a.hold_released(4, true); });
+    threads.emplace_back([&a] { a.hold_released(5, false); });
+    for (auto& t : threads) t.join();
+    ASSERT_EQ(sent.nodes, (std::vector<std::size_t>{5})) << "round " << round;
   }
 }
 
