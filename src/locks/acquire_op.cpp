@@ -361,6 +361,7 @@ class AcquireOp final : public std::enable_shared_from_this<AcquireOp> {
   void finish(Result<Lease> result) {
     if (state_ == State::done) return;
     state_ = State::done;
+    req_.on_wait = nullptr;  // never after the result (acquire_blocking's points at its waiter)
     if (timer_) timer_->cancel();
     if (deadline_timer_) deadline_timer_->cancel();
     if (queue_) {
@@ -620,7 +621,10 @@ Result<Lease> acquire_blocking(const std::shared_ptr<ClientCore>& core, AcquireR
                  "blocking acquire of " + req.what + " called on the client's event-loop thread; use async_acquire");
   }
   auto wait = std::make_shared<SyncWait<Result<Lease>>>();
-  req.on_wait = [wait] { wait->park(); };
+  // By pointer: small enough for std::function to keep without an allocation. It runs only on
+  // the loop thread and before the result (AcquireOp::finish drops it first), while this caller
+  // still waits below and holds `wait`.
+  req.on_wait = [parked = wait.get()] { parked->park(); };
   start_acquire(core, std::move(req), [wait](Result<Lease> r) { wait->set(std::move(r)); }, std::move(stop));
   return wait->wait(*core);
 }

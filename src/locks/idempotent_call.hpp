@@ -36,13 +36,20 @@ inline bool outcome_unknown(const Result<Reply>& r) {
 }
 
 // `send(handler)` sends the command once and has `handler` called with its reply (on the loop).
-// Blocks the calling thread (which may run the loop meanwhile: SyncWait).
+// Blocks the calling thread (which may run the loop meanwhile: SyncWait). `on_loop`, when given,
+// sees each reply first, where it arrives (on the loop thread, or on this one for a command
+// refused at once). By pointer: it is called before this call can return, and the handler keeps
+// to one allocation (a wrapper around `handler` was one more per release).
 template <class Send>
-Result<Reply> call_idempotent(ClientCore& core, Send&& send) {
+Result<Reply> call_idempotent(ClientCore& core, Send&& send,
+                              const std::function<void(const Result<Reply>&)>* on_loop = nullptr) {
   ResendWindow window(core.options());
   for (;;) {
     auto wait = std::make_shared<SyncWait<Result<Reply>>>();
-    send([wait](Result<Reply> reply) { wait->set(std::move(reply)); });
+    send([wait, on_loop](Result<Reply> reply) {
+      if (on_loop != nullptr && *on_loop) (*on_loop)(reply);
+      wait->set(std::move(reply));
+    });
     Result<Reply> r = wait->wait(core);
     if (!outcome_unknown(r) || core.is_shut_down()) return r;
     const auto pause = window.next_pause();

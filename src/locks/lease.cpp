@@ -79,25 +79,17 @@ Result<Reply> run_blocking(const std::shared_ptr<LeaseRecord>& rec, const detail
                            const std::vector<std::string>& keys, const std::vector<std::string>& args,
                            std::function<void(const Result<Reply>&)> on_loop = {}) {
   return detail::call_idempotent(
-      *rec->core,
-      [&](detail::ReplyHandler done) {
-        eval_hold(*rec, script, keys, args, [on_loop, done = std::move(done)](Result<Reply> reply) {
-          if (on_loop) on_loop(reply);
-          done(std::move(reply));
-        });
-      });
+      *rec->core, [&](detail::ReplyHandler done) { eval_hold(*rec, script, keys, args, std::move(done)); }, &on_loop);
 }
 
 // The release of a hold on one server: its EVALSHA encoded for each send (the first one, and a
 // resend after an unknown outcome) by LeaseRecord::release_payload(), in one allocation.
 Result<Reply> run_release_blocking(const std::shared_ptr<LeaseRecord>& rec,
                                    std::function<void(const Result<Reply>&)> on_loop) {
-  return detail::call_idempotent(*rec->core, [&](detail::ReplyHandler done) {
-    rec->core->eval(*rec->scripts.release, rec->release_payload(), [on_loop, done = std::move(done)](Result<Reply> reply) {
-      if (on_loop) on_loop(reply);
-      done(std::move(reply));
-    });
-  });
+  return detail::call_idempotent(
+      *rec->core,
+      [&](detail::ReplyHandler done) { rec->core->eval(*rec->scripts.release, rec->release_payload(), std::move(done)); },
+      &on_loop);
 }
 
 Result<void> extend_record(const std::shared_ptr<LeaseRecord>& rec, milliseconds ttl);
