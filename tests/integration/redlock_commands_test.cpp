@@ -59,17 +59,20 @@ void settle(dlock::test::ServerGroup& group, const std::string& key) {
   std::this_thread::sleep_for(scaled(100ms));
 }
 
+// One pair first, so that the counted ones find the scripts loaded (NOSCRIPT, then EVAL) and
+// the connections up; then every node's key gone. Call with ASSERT_NO_FATAL_FAILURE.
+void warm_up(dlock::test::ServerGroup& group, dlock::Redlock& lock) {
+  auto warm = lock.acquire(no_wait());
+  ASSERT_TRUE(warm.ok()) << warm.error().what();
+  ASSERT_TRUE(warm->release().ok());
+  settle(group, lock.key());
+}
+
 TEST(RedlockCommands, AnUncontendedPairIsOneAcquireAndOneReleasePerNode) {
   dlock::test::ServerGroup group(nodes);
   auto clients = group.clients();
   dlock::Redlock lock(pointers(clients), "pairs");
-  {
-    // Scripts loaded (NOSCRIPT, then EVAL) and connections up before counting.
-    auto warm = lock.acquire(no_wait());
-    ASSERT_TRUE(warm.ok()) << warm.error().what();
-    ASSERT_TRUE(warm->release().ok());
-  }
-  settle(group, lock.key());
+  ASSERT_NO_FATAL_FAILURE(warm_up(group, lock));
   // The fencing counters in step: each node seeded its own from its clock, and a node left
   // ahead stays ahead until it is among the answers a try counts with, which then gets the
   // fencing write-back (redlock_attempt.cpp): a pair's worth of script calls more.
@@ -96,12 +99,7 @@ TEST(RedlockCommands, AFailedTryReleasesNoNodeThatAnsweredBusy) {
   dlock::test::ServerGroup group(nodes);
   auto clients = group.clients();
   dlock::Redlock lock(pointers(clients), "busy");
-  {
-    auto warm = lock.acquire(no_wait());
-    ASSERT_TRUE(warm.ok()) << warm.error().what();
-    ASSERT_TRUE(warm->release().ok());
-  }
-  settle(group, lock.key());
+  ASSERT_NO_FATAL_FAILURE(warm_up(group, lock));
   // Another owner holds nodes 0 and 1: each try takes node 2 only, and gives it back.
   for (std::size_t i : {0, 1}) {
     ASSERT_EQ(group.raw(i).cmd({"SET", lock.key(), "someone-else", "PX", "60000"}), "OK");
