@@ -29,9 +29,11 @@
 // where `sent` is when the acquire left (BootClock, this machine), so `now − sent` covers the
 // fencing write-back's round trip too when there is one. Lease::remaining() counts that
 // validity down; every successful renewal restarts it from the renewal's send time. A try
-// that fails releases its owner token on every node, each as soon as that node has answered
-// the acquire (a release sent earlier could overtake it on another connection); a node still
-// unanswered when a held lease is released is released again once it answers.
+// that fails releases its owner token on every node that may hold it (not one that answered
+// busy), each as soon as that node has answered the acquire (a release sent earlier could
+// overtake it on another connection); a node still unanswered when a held lease is released
+// is released again once it answers, unless the lease's release there is known to have come
+// after its acquire (it found the key).
 //
 // Renewal: the Lease is renewed by the watchdog of the FIRST node's Client (one scheduler,
 // no timer or thread per lock); each renewal goes to every node in parallel, in the same
