@@ -97,7 +97,7 @@ class AcquireAnswers {
 
   // Node `i`'s acquire was answered.
   void answered(std::size_t i, NodeAnswer a = {}) {
-    std::function<HoldNow()> hold_now;
+    const std::function<HoldNow()>* hold_now = nullptr;  // set once by kept(), then never changed
     std::optional<std::uint64_t> write_back;
     bool release = false;
     {
@@ -109,11 +109,11 @@ class AcquireAnswers {
       if (chosen_ && behind(a, *chosen_)) write_back = chosen_;
       if (a.kind != NodeAnswer::Kind::nothing) {
         if (released_) release = true;
-        else hold_now = hold_now_;
+        else if (hold_now_) hold_now = &hold_now_;
       }
     }
     if (write_back) write_back_on_(i, *write_back);
-    if (!release && hold_now) release = after_the_hold(i, hold_now());
+    if (hold_now != nullptr) release = after_the_hold(i, (*hold_now)());
     if (release) release_on_(i);
   }
 
@@ -156,9 +156,9 @@ class AcquireAnswers {
     for (std::size_t i : late) write_back_on_(i, token);
   }
 
-  // The try became a hold; `hold_now()` (any thread) says where it stands. Call before the
-  // hold is handed out. Nodes that answered already need nothing: the hold's release reaches
-  // them after their acquire.
+  // The try became a hold; `hold_now()` (any thread) says where it stands. Call once, before
+  // the hold is handed out. Nodes that answered already need nothing: the hold's release
+  // reaches them after their acquire.
   void kept(std::function<HoldNow()> hold_now) {
     std::lock_guard lock(mu_);
     hold_now_ = std::move(hold_now);
