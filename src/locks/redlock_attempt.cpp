@@ -123,7 +123,8 @@ void grant(const std::shared_ptr<const RedlockSpec>& spec, std::string owner, st
     return report(std::move(t));
   }
   // A node whose acquire is still in flight, answering after this hold was let go, is
-  // released then (its acquire may have landed after the hold's release).
+  // released then, unless the hold's release is known to have run after its acquire there
+  // (its acquire may have landed after the hold's release: redlock_answers.hpp).
   answers->kept(hold_now_of(rec));
   // The watchdog lives on the first node's loop thread: schedule there, then hand over.
   home->post([rec, report]() mutable {
