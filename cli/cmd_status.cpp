@@ -8,6 +8,7 @@
 #include "commands.hpp"
 #include "dlock/admin.hpp"
 #include "lock_view.hpp"
+#include "node_fanout.hpp"
 
 namespace dlock::cli {
 
@@ -36,8 +37,9 @@ void print_holder(const dlock::LockInfo& info, const dlock::LockHolder& h) {
   if (h.token) std::printf("         fencing token %llu\n", static_cast<unsigned long long>(*h.token));
 }
 
-// --redlock: the lock on each master (dlock::inspect on each, one after the other), and whether
-// one owner holds it on a majority — what makes a Redlock held.
+// --redlock: the lock on each master (dlock::inspect on all of them at once, so silent masters
+// cost one command timeout together), and whether one owner holds it on a majority — what
+// makes a Redlock held.
 int redlock_status(Context& ctx, const std::string& name) {
   const auto& nodes = ctx.redlock_nodes();
   const std::size_t quorum = nodes.size() / 2 + 1;
@@ -47,8 +49,12 @@ int redlock_status(Context& ctx, const std::string& name) {
   };
   std::vector<NodeView> views;
   std::map<std::string, std::size_t> owners;  // holder -> masters where it holds the key
-  for (dlock::Client* c : nodes) {
-    views.push_back({c->address().display(), dlock::inspect(*c, name)});
+  auto answers = inspect_on_all(nodes, name);
+  // Nothing was sent without awaiting its answer: no need to settle the masters on the way out
+  // (which would cost a silent master's timeout a second time).
+  ctx.skip_settle();
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    views.push_back({nodes[i]->address().display(), std::move(answers[i])});
     const auto& info = views.back().info;
     if (info && info->held()) ++owners[info->holders.front().owner];
   }

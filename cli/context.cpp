@@ -41,7 +41,9 @@ void apply_globals(const ParsedArgs& parsed, GlobalOptions& g) {
   }
 }
 
-Context::~Context() { settle_redlock(); }
+Context::~Context() {
+  if (settle_) settle_redlock();
+}
 
 void Context::settle_redlock() {
   if (!redlock_nodes_.empty()) (void)command_on_all(redlock_nodes_, {"PING"});

@@ -63,6 +63,8 @@ class Context {
   // minority's part of a release or acquisition) have reached their masters; a Client destroyed
   // earlier may drop what it had not written yet. Runs in ~Context too.
   void settle_redlock();
+  // A command that sent nothing without awaiting its answer (status): ~Context does not settle.
+  void skip_settle() noexcept { settle_ = false; }
   // Commands that do not speak Redlock call this: a UsageError naming those that do.
   void reject_redlock() const;
   // --replicas K (run, acquire): ClientOptions::replication_ack.replicas of the Client, so it
@@ -97,6 +99,7 @@ class Context {
   std::unique_ptr<dlock::Client> client_;
   std::vector<std::unique_ptr<dlock::Client>> redlock_clients_;
   std::vector<dlock::Client*> redlock_nodes_;
+  bool settle_ = true;  // skip_settle()
 };
 
 }  // namespace dlock::cli

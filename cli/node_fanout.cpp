@@ -9,34 +9,52 @@ namespace dlock::cli {
 
 namespace {
 
-struct Replies {
+// One answer per node, filled by callbacks on the Clients' loops. Shared with them: an answer
+// that lands after the caller stopped waiting must not touch its stack.
+template <typename T>
+struct Answers {
   std::mutex mu;
   std::condition_variable cv;
-  std::vector<std::optional<dlock::Result<dlock::Reply>>> slots;
+  std::vector<std::optional<dlock::Result<T>>> slots;
   std::size_t left = 0;
 };
+
+// Runs start(i, done_i) for every node at once, then waits for every done_i.
+template <typename T, typename Start>
+std::vector<dlock::Result<T>> gather(std::size_t n, Start start) {
+  auto answers = std::make_shared<Answers<T>>();
+  answers->slots.resize(n);
+  answers->left = n;
+  for (std::size_t i = 0; i < n; ++i) {
+    start(i, [answers, i](dlock::Result<T> r) {
+      std::lock_guard lock(answers->mu);
+      answers->slots[i].emplace(std::move(r));
+      if (--answers->left == 0) answers->cv.notify_all();
+    });
+  }
+  std::unique_lock lock(answers->mu);
+  answers->cv.wait(lock, [&] { return answers->left == 0; });
+  std::vector<dlock::Result<T>> out;
+  out.reserve(n);
+  for (auto& slot : answers->slots) out.push_back(std::move(*slot));
+  return out;
+}
 
 }  // namespace
 
 std::vector<dlock::Result<dlock::Reply>> command_on_all(const std::vector<dlock::Client*>& clients,
                                                         const std::vector<std::string>& args) {
-  // Shared with the callbacks: a reply that lands after we stopped waiting must not touch the stack.
-  auto replies = std::make_shared<Replies>();
-  replies->slots.resize(clients.size());
-  replies->left = clients.size();
-  for (std::size_t i = 0; i < clients.size(); ++i) {
-    clients[i]->async_command(args, [replies, i](dlock::Result<dlock::Reply> r) {
-      std::lock_guard lock(replies->mu);
-      replies->slots[i].emplace(std::move(r));
-      if (--replies->left == 0) replies->cv.notify_all();
-    });
-  }
-  std::unique_lock lock(replies->mu);
-  replies->cv.wait(lock, [&] { return replies->left == 0; });
-  std::vector<dlock::Result<dlock::Reply>> out;
-  out.reserve(clients.size());
-  for (auto& slot : replies->slots) out.push_back(std::move(*slot));
-  return out;
+  return gather<dlock::Reply>(clients.size(), [&](std::size_t i, auto done) {
+    clients[i]->async_command(args, std::move(done));
+  });
+}
+
+std::vector<dlock::Result<dlock::LockInfo>> inspect_on_all(const std::vector<dlock::Client*>& clients,
+                                                           const std::string& name) {
+  // A bad name or a shut-down Client is answered at once on this thread: the same callback.
+  return gather<dlock::LockInfo>(clients.size(), [&](std::size_t i, auto done) {
+    dlock::async_inspect(*clients[i], name, std::move(done));
+  });
 }
 
 dlock::Result<std::vector<dlock::ServerAddress>> data_nodes(dlock::Client& client) {

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "dlock/admin.hpp"
 #include "dlock/client.hpp"
 #include "dlock/result.hpp"
 
@@ -15,6 +16,12 @@ namespace dlock::cli {
 // results[i] belongs to clients[i].
 std::vector<dlock::Result<dlock::Reply>> command_on_all(const std::vector<dlock::Client*>& clients,
                                                         const std::vector<std::string>& args);
+
+// dlock::inspect(name) on each Client at the same moment (async_inspect), waiting for every
+// answer: as command_on_all, a silent master costs one command timeout, not one per master.
+// results[i] belongs to clients[i].
+std::vector<dlock::Result<dlock::LockInfo>> inspect_on_all(const std::vector<dlock::Client*>& clients,
+                                                           const std::string& name);
 
 // The nodes that hold data (Client::primaries()) once the deployment answered: a PING first, so a
 // Cluster's slot map (or a Sentinel's primary) is known, not just the URL's seeds.

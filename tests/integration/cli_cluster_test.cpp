@@ -462,6 +462,32 @@ TEST_F(CliRedlockTest, WaitRunningOutOnAPausedMajorityIsUnreachable) {
   EXPECT_EQ(busy.exit_code, 75) << describe(busy);
 }
 
+// status asks every master at once: two masters that take longer than the command timeout (3 s)
+// to answer cost one timeout together, not one each. CLIENT PAUSE WRITE lets the Client's
+// connection handshake through and holds the inspect script (a script not flagged no-writes
+// counts as a write), so the masters are connected but silent when status asks them; SIGSTOP
+// would fail the connections while the Client starts, which costs one timeout either way.
+// Measured by hand: 6.0 s asking one master after the other, 3.0 s at once.
+TEST_F(CliRedlockTest, StatusAsksEveryMasterAtOnce) {
+  group->raw(2).cmd({"SET", key_of("job"), "someone", "PX", "60000"});
+  for (std::size_t i = 0; i < 2; ++i) group->raw(i).cmd({"CLIENT", "PAUSE", "20000", "WRITE"});
+  const auto started = std::chrono::steady_clock::now();
+  auto st = run_dlock(with_redlock({"status", "job"}));
+  const auto took = dlock::test::ms_since(started);
+  for (std::size_t i = 0; i < 2; ++i) group->raw(i).cmd({"CLIENT", "UNPAUSE"});
+  EXPECT_EQ(st.exit_code, 69) << describe(st);
+  EXPECT_NE(st.out.find("state    unknown: only 1 of 3 masters answered"), std::string::npos) << describe(st);
+  for (std::size_t i = 0; i < 2; ++i) {
+    EXPECT_NE(st.out.find("127.0.0.1:" + std::to_string(group->server(i).port()) + ": cannot inspect"), std::string::npos)
+        << describe(st);
+  }
+  EXPECT_NE(st.out.find("127.0.0.1:" + std::to_string(group->server(2).port()) + ": mutex"), std::string::npos)
+      << describe(st);
+  // Asking the two silent masters one after the other costs two command timeouts (6 s) at the
+  // least, whatever the machine's speed; at once, one.
+  EXPECT_LT(took, std::chrono::milliseconds(6000)) << describe(st);
+}
+
 // The status line asks the first master, which is silent here, while a majority (the other two)
 // answers the wait. The line must not hold up the wait's loop (its signals, the lock's arrival)
 // until that question times out: it says after a second that the master has not answered.
