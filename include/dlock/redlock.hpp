@@ -9,8 +9,8 @@
 //   P{N}:fence    string: this node's fencing counter; no TTL, never deleted
 //   P{N}:rel      string: the last releaser's owner token, for 30 s ("-<owner>" on a node where
 //                 the release found the key already gone, unless another owner's release
-//                 marker is there: neither a renewal nor a late acquire of that owner may set
-//                 it again)
+//                 marker is there). Under either form, neither a renewal nor a late acquire of
+//                 that owner sets the key again.
 //   P{N}:ch       pub/sub channel: "released" after a release
 // That is the Mutex layout, so a Mutex on one of the nodes and a Redlock exclude each other on
 // that node (but a Mutex holds one node, never a majority).

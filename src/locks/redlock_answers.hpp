@@ -5,8 +5,8 @@
 // commands share one of the node's connections (Node::pick), but while that one is down another
 // carries new ones, and the server may still run what it had read from the old one. It then
 // found nothing to release, and the acquire, arriving after it, took the key, which sat out its
-// TTL held by nobody (redlock_acquire.lua also refuses a key this owner left a tombstone for,
-// but a tombstone is not written where another owner's release marker is). So the release goes
+// TTL held by nobody (redlock_acquire.lua also refuses a key this owner left a tombstone or
+// release marker for, but a tombstone is not written where another owner's marker is). So the release goes
 // out at once to the nodes that answered, and to each other node as its answer arrives,
 // whatever it is (an error reply or a failed command counts: the command is no longer queued
 // ahead of the release on the Client's side).
@@ -21,7 +21,9 @@
 // that node keeps the tombstone out that would refuse it (as above). So once the try is kept,
 // a node that took the key and answers after the hold was let go is released again, unless
 // the hold's own release is known to have come after its acquire there: it answered 1 or 2
-// (it found the key, or its own marker). Usually that release is still in flight on the same
+// (it found the key, or its own marker). A 1 can also come from a key the hold's renewal set
+// there before the acquire arrived (redlock_renew.lua, reply 3); the acquire then finds this
+// owner's marker and takes nothing, so the inference holds. Usually that release is still in flight on the same
 // connection when the acquire's answer arrives, or about to be sent (the hold is releasing);
 // the decision then waits for its answer (hold_release_sent, hold_released). A decision still
 // waiting when the object ends (that release was never sent: the Client shut down) releases.

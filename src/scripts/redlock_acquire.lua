@@ -10,16 +10,19 @@
 -- Reply:   {1, token}  taken on this node; token is the node's new counter
 --          {0, pttl}   held by another owner here; pttl is its remaining TTL (-1: no expiry)
 --          {-1, type}  the key holds a value of another type
---          {0, 0}      this owner released here already (its tombstone '-owner'): the cleanup
---                      of a failed try overtook this acquire on another connection of the
---                      Client (connections_per_node >= 2); taking the key now would leave it
---                      held by nobody until its TTL
+--          {0, 0}      this owner released here already (its tombstone '-owner', or its
+--                      release marker 'owner'): the cleanup of a failed try, or the release of
+--                      a hold whose renewal had set the key here (redlock_renew.lua, reply 3),
+--                      overtook this acquire on another connection of the Client
+--                      (connections_per_node >= 2); taking the key now would leave it held by
+--                      nobody until its TTL
 local kind = redis.call('TYPE', KEYS[1])['ok']
 if kind ~= 'none' then
   if kind ~= 'string' then return {-1, kind} end
   return {0, redis.call('PTTL', KEYS[1])}
 end
-if redis.pcall('GET', KEYS[3]) == '-' .. ARGV[1] then return {0, 0} end
+local marker = redis.pcall('GET', KEYS[3])
+if marker == '-' .. ARGV[1] or marker == ARGV[1] then return {0, 0} end
 -- A missing counter (a node restarted empty, or failed over to a replica that lacked it) is
 -- seeded from this node's clock in microseconds, as a Mutex's is: a majority that restarted
 -- empty would otherwise count from 0 again, below the tokens resources have stored. Seeded

@@ -157,6 +157,7 @@ TEST_F(RedlockTest, RenewalSetsAMissingKeyAgainButNeverResurrectsAReleasedOne) {
 //    it was held by nobody until its TTL.
 //  - The tombstone never overwrites another owner's marker: that owner's retried release
 //    answered 0 (not ours) instead of 2 (already released).
+//  - An acquire that comes after its own owner's release marker does not take the key either.
 TEST_F(RedlockTest, ReleaseMarkersAndTombstonesOnOneNode) {
   auto& raw = group.raw(0);
   const std::string key = key_of("markers");
@@ -187,6 +188,15 @@ TEST_F(RedlockTest, ReleaseMarkersAndTombstonesOnOneNode) {
   ASSERT_EQ(raw.cmd({"SET", key + ":rel", "-owner-a"}), "OK");
   EXPECT_EQ(renew("owner-a"), "0");
   EXPECT_EQ(raw.cmd_int({"EXISTS", key}), 0);
+  // A hold's renewal set the key on a node its acquire had not reached yet (reply 3), the
+  // hold's release then found it (1), and the acquire comes last: it does not take the key.
+  // The client reads that release's 1 as having come after the node's acquire and sends no
+  // second release, so a key taken here would be held by nobody until its TTL.
+  ASSERT_EQ(raw.cmd_int({"DEL", key + ":rel"}), 1);
+  EXPECT_EQ(renew("owner-d"), "3");
+  EXPECT_EQ(release("owner-d"), "1");
+  EXPECT_EQ(acquire("owner-d"), (std::vector<std::string>{"0", "0"}));
+  EXPECT_EQ(raw.cmd_int({"EXISTS", key}), 0) << "the acquire overtaken by the hold's release took the key";
 }
 
 TEST_F(RedlockTest, ExtendSetsTheNewTtlOnEveryNode) {
