@@ -50,8 +50,8 @@ int redlock_status(Context& ctx, const std::string& name) {
   std::vector<NodeView> views;
   std::map<std::string, std::size_t> owners;  // holder -> masters where it holds the key
   auto answers = inspect_on_all(nodes, name);
-  // Nothing was sent without awaiting its answer: no need to settle the masters on the way out
-  // (which would cost a silent master's timeout a second time).
+  // Every command status sent was answered or timed out: nothing is left to settle on the way
+  // out, and a silent master is not asked a second time.
   ctx.skip_settle();
   for (std::size_t i = 0; i < nodes.size(); ++i) {
     views.push_back({nodes[i]->address().display(), std::move(answers[i])});
