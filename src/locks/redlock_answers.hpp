@@ -23,10 +23,12 @@
 // the hold's own release is known to have come after its acquire there: it answered 1 or 2
 // (it found the key, or its own marker). A 1 can also come from a key the hold's renewal set
 // there before the acquire arrived (redlock_renew.lua, reply 3); the acquire then finds this
-// owner's marker and takes nothing, so the inference holds. Usually that release is still in flight on the same
-// connection when the acquire's answer arrives, or about to be sent (the hold is releasing);
-// the decision then waits for its answer (hold_release_sent, hold_released). A decision still
-// waiting when the object ends (that release was never sent: the Client shut down) releases.
+// owner's marker and takes nothing, so the inference holds. Usually that release is still in
+// flight on the same connection when the acquire's answer arrives, or about to be sent (the
+// hold is releasing); the decision then waits for its answer (hold_release_sent,
+// hold_released). A decision still waiting when the object ends (that release was never sent)
+// releases; one waiting for a release whose answers will not be heard (the Client shuts down:
+// hold_release_unheard) is released at once.
 // Once the hold ended without a release of its own here (lost, or gone), the node is released
 // at once. In the uncontended Redlock bench this second release was most of the commands above
 // 2 per node and pair (docs/BENCHMARKS.md).
@@ -144,6 +146,24 @@ class AcquireAnswers {
     if (release) release_on_(i);
   }
 
+  // The kept hold's release went out where its answers are not heard (the home Client shuts
+  // down: ClientCore::release_held sends it without run()): nothing will decide a node that
+  // waits for them. Each such node is released now rather than when this object ends (with
+  // the Lease, which may be long after), and one that answers later is released at once.
+  void hold_release_unheard() {
+    std::vector<std::size_t> now;
+    {
+      std::lock_guard lock(mu_);
+      unheard_ = true;
+      for (std::size_t i = 0; i < nodes_.size(); ++i) {
+        if (!nodes_[i].owed) continue;
+        nodes_[i].owed = false;
+        now.push_back(i);
+      }
+    }
+    for (std::size_t i : now) release_on_(i);
+  }
+
   // The try counted with `token` and wrote it back nowhere: the nodes behind it that answered
   // already get it now, the others when they answer.
   void catch_up(std::uint64_t token) {
@@ -206,10 +226,10 @@ class AcquireAnswers {
     switch (n.hold_release) {
       case HoldRelease::took_effect: return false;
       case HoldRelease::no_effect: return true;
-      case HoldRelease::in_flight: n.owed = true; return false;
+      case HoldRelease::in_flight:
       case HoldRelease::not_sent: break;
     }
-    if (now == HoldNow::ended) return true;
+    if (unheard_ || (n.hold_release == HoldRelease::not_sent && now == HoldNow::ended)) return true;
     n.owed = true;
     return false;
   }
@@ -218,6 +238,7 @@ class AcquireAnswers {
   std::vector<Node> nodes_;
   std::optional<std::uint64_t> chosen_;  // set by catch_up()
   bool released_ = false;
+  bool unheard_ = false;  // hold_release_unheard()
   std::function<HoldNow()> hold_now_;  // set once the try is kept (kept())
   std::function<void(std::size_t)> release_on_;
   std::function<void(std::size_t, std::uint64_t)> write_back_on_;

@@ -250,6 +250,44 @@ TEST(AcquireAnswers, AStragglerWhoseHoldReleaseTookEffectLaterIsNotReleasedAgain
   EXPECT_TRUE(sent.nodes.empty()) << "released again after the hold's release took effect";
 }
 
+// The home Client shuts down and sends the hold's release without hearing its answers
+// (ClientCore::release_held): a straggler waiting for them is released then, not when the
+// AcquireAnswers ends with the Lease; one answering later is released at once. A node where an
+// earlier release took effect, or that took nothing, still is not.
+TEST(AcquireAnswers, AStragglerWaitingForAReleaseNobodyHearsIsReleasedWhenItIsSent) {
+  Sent sent;
+  {
+    AcquireAnswers a(6, [&](std::size_t i) { sent(i); });
+    a.answered(0, took(1));
+    a.answered(1, took(1));
+    a.answered(2, took(1));
+    a.kept([] { return HoldNow::releasing; });
+    a.hold_release_sent();     // a release heard on the watched path, answered only on node 5
+    a.hold_released(5, true);
+    a.answered(3, took(1));    // waits for the release's answer there
+    a.answered(5, took(1));    // that release took effect here
+    EXPECT_TRUE(sent.nodes.empty());
+    a.hold_release_unheard();  // the shutdown's release: nobody hears node 3's answer
+    EXPECT_EQ(sent.nodes, (std::vector<std::size_t>{3}));
+    a.answered(4, NodeAnswer::took_nothing());
+    EXPECT_EQ(sent.nodes, (std::vector<std::size_t>{3}));
+    a.hold_released(3, true);  // an answer heard after all: released once already
+  }
+  EXPECT_EQ(sent.nodes, (std::vector<std::size_t>{3})) << "released again when the object ended";
+  Sent late;
+  {
+    AcquireAnswers a(3, [&](std::size_t i) { late(i); });
+    a.answered(0, took(1));
+    a.answered(1, took(1));
+    a.kept([] { return HoldNow::releasing; });
+    a.hold_release_unheard();
+    EXPECT_TRUE(late.nodes.empty());
+    a.answered(2, took(1));    // after the unheard release: at once
+    EXPECT_EQ(late.nodes, (std::vector<std::size_t>{2}));
+  }
+  EXPECT_EQ(late.nodes, (std::vector<std::size_t>{2}));
+}
+
 // The straggler's answer races the hold release's answer on another thread: released exactly
 // once where that release did not take effect, never where it did.
 TEST(AcquireAnswers, StragglerAndHoldReleaseAnswersRacing) {
