@@ -27,8 +27,8 @@
 // flight on the same connection when the acquire's answer arrives, or about to be sent (the
 // hold is releasing); the decision then waits for its answer (hold_release_sent,
 // hold_released). A decision still waiting when the object ends (that release was never sent)
-// releases; one waiting for a release whose answers will not be heard (the Client shuts down:
-// hold_release_unheard) is released at once.
+// releases; one answering after a release whose answers will not be heard (the Client shuts
+// down: hold_release_unheard) is released at once.
 // Once the hold ended without a release of its own here (lost, or gone), the node is released
 // at once. In the uncontended Redlock bench this second release was most of the commands above
 // 2 per node and pair (docs/BENCHMARKS.md).
@@ -147,21 +147,15 @@ class AcquireAnswers {
   }
 
   // The kept hold's release went out where its answers are not heard (the home Client shuts
-  // down: ClientCore::release_held sends it without run()): nothing will decide a node that
-  // waits for them. Each such node is released now rather than when this object ends (with
-  // the Lease, which may be long after), and one that answers later is released at once.
+  // down: ClientCore::release_held sends it without run()). A node that answers after it was
+  // sent may have taken the key after it passed, and nothing would decide it until this object
+  // ends with the Lease (which may be long after): it is released at once. A node waiting
+  // already had answered before the release was sent, which then reaches it after its acquire:
+  // nothing more is owed to it.
   void hold_release_unheard() {
-    std::vector<std::size_t> now;
-    {
-      std::lock_guard lock(mu_);
-      unheard_ = true;
-      for (std::size_t i = 0; i < nodes_.size(); ++i) {
-        if (!nodes_[i].owed) continue;
-        nodes_[i].owed = false;
-        now.push_back(i);
-      }
-    }
-    for (std::size_t i : now) release_on_(i);
+    std::lock_guard lock(mu_);
+    unheard_ = true;
+    for (Node& n : nodes_) n.owed = false;
   }
 
   // The try counted with `token` and wrote it back nowhere: the nodes behind it that answered
