@@ -6,10 +6,10 @@
 // carries new ones, and the server may still run what it had read from the old one. It then
 // found nothing to release, and the acquire, arriving after it, took the key, which sat out its
 // TTL held by nobody (redlock_acquire.lua also refuses a key this owner left a tombstone or
-// release marker for, but a tombstone is not written where another owner's marker is). So the release goes
-// out at once to the nodes that answered, and to each other node as its answer arrives,
-// whatever it is (an error reply or a failed command counts: the command is no longer queued
-// ahead of the release on the Client's side).
+// release marker for, but a tombstone is not written where another owner's marker is). So the
+// release goes out at once to the nodes that answered, and to each other node as its answer
+// arrives, whatever it is (an error reply or a failed command counts: the command is no longer
+// queued ahead of the release on the Client's side).
 //
 // A node whose acquire took nothing (busy, a key of another type, this owner's tombstone) is
 // never released: there is nothing of this try's there, and the release would only cost a
