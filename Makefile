@@ -59,10 +59,12 @@ bench-peers: bench-build bench-peer-deps
 	scripts/bench $(BENCH_BUILD) --peers $(BENCH_ARGS)
 bench-report: bench-build bench-peer-deps
 	scripts/bench $(BENCH_BUILD) --report $(BENCH_ARGS)
-# The client's own instructions per Mutex acquire+release pair, counted by callgrind: the one
-# figure of the bench that barely drifts with the host (idle: within 0.5%; docs/BENCHMARKS.md).
+# The client's own instructions per acquire+release pair, counted by callgrind: the one figure
+# of the bench that barely drifts with the host (idle: within 0.5%; docs/BENCHMARKS.md).
+# KIND=reentrant|fair|write|read|semaphore|multi counts that lock instead of a Mutex.
+KIND ?= mutex
 bench-instructions: bench-build
-	scripts/bench $(BENCH_BUILD) --instructions
+	scripts/bench $(BENCH_BUILD) --instructions --kind $(KIND)
 
 clean:
 	rm -rf $(BUILD)
