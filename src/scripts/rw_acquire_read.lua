@@ -46,10 +46,15 @@ end
 
 -- The reader carries the current writer epoch: the counter's value, seeded from the server's
 -- clock in microseconds when missing (as for Mutex) so tokens keep rising after data loss.
-local epoch = redis.call('GET', KEYS[4])
+-- Read before any write: a counter that is no number would otherwise leave this reader's hold
+-- in place behind a reply without a token, which the client cannot use nor release.
+local epoch = redis.pcall('GET', KEYS[4])
+if failed(epoch) then return wrong_type(KEYS[4]) end
 if not epoch then
   epoch = t[1] .. string.format('%06d', tonumber(t[2]))
   redis.call('SET', KEYS[4], epoch)
+elseif not tonumber(epoch) then
+  return {-1, 'string (not a counter) at ' .. KEYS[4]}
 end
 local ttl = tonumber(ARGV[2])
 redis.call('ZADD', KEYS[2], now + ttl, ARGV[1])

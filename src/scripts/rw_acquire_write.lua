@@ -66,7 +66,11 @@ if failed(redis.pcall('ZREM', KEYS[3], ARGV[1])) then return wrong_type(KEYS[3])
 -- A missing counter is seeded from the server's clock in microseconds (as for Mutex), so tokens
 -- keep rising after data loss. INCR answers 1 only on a missing counter (a seeded one is far
 -- above), which saves an EXISTS on every acquire.
-local token = redis.call('INCR', KEYS[4])
+local token = redis.pcall('INCR', KEYS[4])
+if failed(token) then
+  local kind4 = redis.call('TYPE', KEYS[4])['ok']
+  return {-1, (kind4 == 'string' and 'string (not a counter)' or kind4) .. ' at ' .. KEYS[4]}
+end
 if token == 1 then
   clock()
   redis.call('SET', KEYS[4], t[1] .. string.format('%06d', tonumber(t[2])))

@@ -46,7 +46,11 @@ if held + k <= limit then
   -- A missing counter (restart without persistence, failover) is seeded from the server's clock
   -- in microseconds so tokens keep rising. INCR first: it answers 1 only on a missing counter (a
   -- seeded one is far above), which saves an EXISTS on every acquire.
-  local token = redis.call('INCR', KEYS[4])
+  local token = redis.pcall('INCR', KEYS[4])
+  if type(token) == 'table' then
+    local kind4 = redis.call('TYPE', KEYS[4])['ok']
+    return {-1, kind4 == 'string' and 'string (not a counter)' or kind4, KEYS[4]}
+  end
   if token == 1 then
     redis.call('SET', KEYS[4], t[1] .. string.format('%06d', tonumber(t[2])))
     token = redis.call('INCR', KEYS[4])

@@ -746,6 +746,29 @@ TEST_F(SemaphoreTest, WrongTypeOnKeysOfAnotherKind) {
   }
 }
 
+// A fencing counter that holds no number, or a key of another type, gives the {-1, type, key}
+// reply the script promises (it was a raw script error), and no permit is taken.
+TEST_F(SemaphoreTest, AFenceThatIsNoCounterIsRefusedByName) {
+  const auto wrong = make_error_code(dlock::errc::wrong_type);
+  dlock::Semaphore sem(*client, "bad-fence", 2);
+  ASSERT_EQ(raw->cmd({"SET", sem.key() + ":fence", "abc"}), "OK");
+  auto r = sem.acquire(1, no_wait());
+  EXPECT_EQ(r.code(), wrong) << (r.ok() ? std::string("acquired") : r.error().what());
+  if (!r.ok()) {
+    EXPECT_NE(r.error().what().find(":fence"), std::string::npos) << "names the key: " << r.error().what();
+    EXPECT_NE(r.error().what().find("not a counter"), std::string::npos) << r.error().what();
+  }
+  EXPECT_EQ(raw->cmd_int({"ZCARD", sem.key() + ":permits"}), 0) << "a permit was taken";
+  ASSERT_EQ(raw->cmd_int({"DEL", sem.key() + ":fence"}), 1);
+  ASSERT_EQ(raw->cmd_int({"SADD", sem.key() + ":fence", "1"}), 1);
+  auto s2 = sem.acquire(1, no_wait());
+  EXPECT_EQ(s2.code(), wrong) << (s2.ok() ? std::string("acquired") : s2.error().what());
+  if (!s2.ok()) {
+    EXPECT_NE(s2.error().what().find("set"), std::string::npos) << s2.error().what();
+  }
+  EXPECT_EQ(raw->cmd_int({"ZCARD", sem.key() + ":permits"}), 0) << "a permit was taken";
+}
+
 // ---------------------------------------------------------------------- the name's claim
 
 dlock::LeaseOptions fixed(milliseconds ttl) {

@@ -847,6 +847,43 @@ TEST_F(SharedMutexTest, WrongTypeOnKeysOfAnotherKind) {
   }
 }
 
+// A fencing counter that holds no number, or a key of another type, is refused before the
+// scripts write anything: a reader's hold written first stayed behind a reply without a token,
+// which the client could neither use nor release, and kept writers out for a lease TTL.
+TEST_F(SharedMutexTest, AFenceThatIsNoCounterIsRefusedBeforeAnyHoldIsWritten) {
+  const auto wrong = make_error_code(dlock::errc::wrong_type);
+  ASSERT_EQ(raw->cmd({"SET", key_of("bad-fence") + ":fence", "abc"}), "OK");
+  dlock::SharedMutex m(*client, "bad-fence");
+  auto r = m.acquire_shared(no_wait());
+  EXPECT_EQ(r.code(), wrong) << (r.ok() ? std::string("acquired") : r.error().what());
+  if (!r.ok()) {
+    EXPECT_NE(r.error().what().find("not a counter"), std::string::npos) << r.error().what();
+  }
+  EXPECT_EQ(raw->cmd_int({"EXISTS", key_of("bad-fence")}), 0) << "a reader's hold was left behind";
+  EXPECT_EQ(raw->cmd_int({"EXISTS", key_of("bad-fence") + ":readers"}), 0) << "a reader was left behind";
+  auto w = m.acquire(no_wait());
+  EXPECT_EQ(w.code(), wrong) << (w.ok() ? std::string("acquired") : w.error().what());
+  if (!w.ok()) {
+    EXPECT_NE(w.error().what().find(":fence"), std::string::npos) << "names the key: " << w.error().what();
+  }
+  EXPECT_EQ(raw->cmd_int({"EXISTS", key_of("bad-fence")}), 0) << "a writer's hold was left behind";
+
+  ASSERT_EQ(raw->cmd_int({"DEL", key_of("bad-fence") + ":fence"}), 1);
+  ASSERT_EQ(raw->cmd_int({"LPUSH", key_of("bad-fence") + ":fence", "1"}), 1);
+  auto listed = m.acquire_shared(no_wait());
+  EXPECT_EQ(listed.code(), wrong) << (listed.ok() ? std::string("acquired") : listed.error().what());
+  if (!listed.ok()) {
+    EXPECT_NE(listed.error().what().find("list"), std::string::npos) << listed.error().what();
+  }
+  EXPECT_EQ(raw->cmd_int({"EXISTS", key_of("bad-fence") + ":readers"}), 0);
+  EXPECT_EQ(m.acquire(no_wait()).code(), wrong);
+
+  ASSERT_EQ(raw->cmd_int({"DEL", key_of("bad-fence") + ":fence"}), 1);
+  auto fine = m.acquire_shared(no_wait());
+  ASSERT_TRUE(fine.ok()) << fine.error().what();
+  EXPECT_TRUE(fine->release().ok());
+}
+
 // The writers' wait queue is keyed by the lock key, the first key of rw_release, which the
 // hold-back is keyed by (it was P{N}:w, which no release named: the hold-back never applied).
 TEST_F(SharedMutexTest, ReleasingProcessLetsAWriterElsewhereGoFirst) {
