@@ -79,8 +79,7 @@
 namespace dlock {
 
 namespace detail {
-struct AcquireRequest;
-struct ScriptAttemptSpec;
+struct SemaphoreLegs;
 }  // namespace detail
 
 class Semaphore {
@@ -144,7 +143,8 @@ class Semaphore {
 
  private:
   bool timed_try(milliseconds d);
-  detail::AcquireRequest request(std::size_t k, WaitOptions wait) const;
+  // The requests of an acquisition of k permits (semaphore.cpp).
+  std::shared_ptr<const detail::SemaphoreLegs> legs(std::size_t k) const;
   // `on_wait`: see detail::AcquireRequest::on_wait (a blocking acquire parks its caller's polling).
   void start(std::size_t k, WaitOptions wait, std::function<void(Result<Lease>)> done, std::stop_token stop,
              std::function<void()> on_wait = {}) const;
@@ -155,6 +155,8 @@ class Semaphore {
   std::string key_;
   std::size_t initial_permits_;
   LeaseOptions lease_;
+  // legs(1), made once: most acquisitions take one permit.
+  std::shared_ptr<const detail::SemaphoreLegs> one_;
   mutable std::mutex mu_;
   std::deque<Lease> held_;  // permits taken through acquire()/try_acquire*(), oldest first
   Error last_error_;

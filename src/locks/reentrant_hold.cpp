@@ -1,7 +1,10 @@
 #include "locks/reentrant_hold.hpp"
 
 #include <atomic>
+#include <charconv>
 #include <mutex>
+#include <span>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -52,7 +55,9 @@ struct Registry {
 };
 
 std::string registry_key(const ClientCore& core, const std::string& key, const std::string& owner) {
-  std::string k = core.client_id();
+  std::string k;
+  k.reserve(core.client_id().size() + key.size() + owner.size() + 2);  // one allocation
+  k += core.client_id();
   k += '\n';
   k += key;
   k += '\n';
@@ -60,8 +65,20 @@ std::string registry_key(const ClientCore& core, const std::string& key, const s
   return k;
 }
 
-std::string token_text(const ReentrantLayout& layout, FencingToken token) {
-  return layout.fencing() ? std::to_string(token.value) : std::string();
+// A hold's token as ARGV text, empty without fencing. On the stack: a token has about 16
+// digits, past std::string's inline buffer, and every take writes it into two lists.
+struct TokenText {
+  char buf[24];
+  std::size_t size = 0;
+  std::string_view view() const noexcept { return {buf, size}; }
+};
+
+TokenText token_text(const ReentrantLayout& layout, FencingToken token) {
+  TokenText t;
+  if (layout.fencing()) {
+    t.size = static_cast<std::size_t>(std::to_chars(t.buf, t.buf + sizeof t.buf, token.value).ptr - t.buf);
+  }
+  return t;
 }
 
 class ReentrantHold {
@@ -133,6 +150,7 @@ struct TakeSpec {
   std::shared_ptr<const ReentrantLayout> layout;
   std::string owner;
   LeaseOptions lease;
+  std::string ttl_text;  // lease.ttl in ms, as reentrant_acquire.lua's ARGV[2]
 };
 
 // Starts the watchdog record of a new hold. Its events fan out to the hold's takes.
@@ -142,11 +160,11 @@ std::shared_ptr<LeaseRecord> hold_record(const TakeSpec& spec, const std::shared
   HoldScripts s;
   s.renew = &scripts::reentrant_renew;
   s.renew_keys = {l.key};
-  s.renew_extra = {token_text(l, hold->token)};
+  s.renew_extra = {token_text(l, hold->token).view()};
   // Only the Client's shutdown releases the hold record: the whole hold goes at once.
   s.release = &scripts::reentrant_release;
   s.release_keys = {l.key};
-  s.release_extra = {l.channel, l.message, token_text(l, hold->token)};
+  s.release_extra = {l.channel, l.message, token_text(l, hold->token).view()};
   // Redisson's channel never carries "revoked".
   if (l.fencing()) s.channel = l.channel;
   LeaseOptions o = spec.lease;
@@ -173,14 +191,15 @@ std::shared_ptr<LeaseRecord> join(const TakeSpec& spec, FencingToken token, long
   {
     auto& reg = Registry::get();
     std::lock_guard lock(reg.mu);
-    auto& slot = reg.holds[registry_key(*core, l.key, spec.owner)];
+    std::string rkey = registry_key(*core, l.key, spec.owner);
+    auto& slot = reg.holds[rkey];
     hold = slot.lock();
     // A take with a new token (Redisson layout: count 1) started a new hold: the earlier one
     // ended in Redis (expired, deleted) before this take, whether or not its renewal noticed.
     const bool joins = hold && hold->live() && (l.fencing() ? hold->token == token : count > 1);
     if (!joins) {
       replaced = std::move(hold);
-      hold = std::make_shared<ReentrantHold>(core, registry_key(*core, l.key, spec.owner), token);
+      hold = std::make_shared<ReentrantHold>(core, std::move(rkey), token);
       hold->record = hold_record(spec, hold, sent);
       slot = hold;
       started = true;
@@ -197,10 +216,11 @@ std::shared_ptr<LeaseRecord> join(const TakeSpec& spec, FencingToken token, long
   s.renew_keys = {l.key};
   // Lease::extend() renews the hold's record instead; "take" makes the script refuse a direct
   // renewal of one take (the TTL belongs to the whole hold).
-  s.renew_extra = {token_text(l, token), "take"};
+  s.renew_extra = {token_text(l, token).view(), "take"};
   s.release = &scripts::reentrant_release;
   s.release_keys = {l.key, l.latch_prefix + new_take_id()};
-  s.release_extra = {l.channel, l.message, token_text(l, token), std::to_string(release_memory(core->options()).count())};
+  s.release_extra = {l.channel, l.message, token_text(l, token).view(),
+                     std::to_string(release_memory(core->options()).count())};
   LeaseOptions o = spec.lease;
   o.listen_for_revocation = false;  // the hold's record listens for the whole hold
   std::shared_ptr<LeaseRecord> take(new LeaseRecord(core, l.name, spec.owner, token, std::move(s), o, sent),
@@ -273,20 +293,23 @@ void drop_unknown_take(const std::shared_ptr<ClientCore>& core, const ReentrantL
 
 AttemptFn reentrant_attempt(std::shared_ptr<ClientCore> client, std::shared_ptr<const ReentrantLayout> lock,
                             std::string owner_id, LeaseOptions options) {
+  const std::string ttl_text = std::to_string(options.ttl.count());
   auto spec = std::make_shared<const TakeSpec>(
-      TakeSpec{std::move(client), std::move(lock), std::move(owner_id), std::move(options)});
+      TakeSpec{std::move(client), std::move(lock), std::move(owner_id), std::move(options), ttl_text});
   return [spec](const TryContext&, std::function<void(Attempt)> report) {
-    std::vector<std::string> keys{spec->layout->key};
-    if (spec->layout->fencing()) keys.push_back(spec->layout->fence_key);
+    const ReentrantLayout& layout = *spec->layout;
+    const std::string_view keys[] = {layout.key, layout.fence_key};
+    const std::string_view args[] = {spec->owner, spec->ttl_text};
     const auto sent = BootClock::now();
-    cancel_pending_drop(*spec->core, spec->layout->key, spec->owner);
+    cancel_pending_drop(*spec->core, layout.key, spec->owner);
     spec->core->eval_now(
         scripts::reentrant_acquire,
-        encode_evalsha(scripts::reentrant_acquire, keys, {spec->owner, std::to_string(spec->lease.ttl.count())}),
+        encode_evalsha(scripts::reentrant_acquire, std::span(keys, layout.fencing() ? 2 : 1), args),
         [spec, sent, report = std::move(report)](Result<Reply> r) {
           const auto& core = spec->core;
           const ReentrantLayout& l = *spec->layout;
-          const std::string what = "ReentrantMutex '" + l.name + "' on " + core->address().display();
+          // Only for errors: a take that succeeds builds no message.
+          const auto what = [&] { return core->lock_what("ReentrantMutex", l.name); };
           Attempt a;
           if (!r.ok()) {
             // The outcome is unknown: the take may exist. When this owner has no hold here, any
@@ -294,18 +317,18 @@ AttemptFn reentrant_attempt(std::shared_ptr<ClientCore> client, std::shared_ptr<
             // TTL. With a live hold a drop would end it, so that count stays (then the lock is
             // freed at its TTL after the owner's last release).
             if (!reentrant_hold_live(*core, l.key, spec->owner)) drop_unknown_take(core, l, spec->owner);
-            a.error = Error(r.code(), "acquiring " + what + ": " + r.error().what());
+            a.error = Error(r.code(), "acquiring " + what() + ": " + r.error().what());
             return report(std::move(a));
           }
           const Reply& rep = *r;
           if (rep.is_error()) {
-            a.error = Error(classify_error_reply(rep), "acquiring " + what + ": " + rep.str());
+            a.error = Error(classify_error_reply(rep), "acquiring " + what() + ": " + rep.str());
             return report(std::move(a));
           }
           const bool well_formed = rep.is_array() && (rep.size() == 2 || rep.size() == 3) && rep[0].is_integer() &&
                                    (rep[0].integer() != 1 || (rep.size() == 3 && rep[1].is_integer() && rep[2].is_integer()));
           if (!well_formed) {
-            a.error = Error(errc::protocol, "acquiring " + what + ": unexpected reply " + rep.to_string());
+            a.error = Error(errc::protocol, "acquiring " + what() + ": unexpected reply " + rep.to_string());
             return report(std::move(a));
           }
           switch (rep[0].integer()) {
@@ -318,7 +341,7 @@ AttemptFn reentrant_attempt(std::shared_ptr<ClientCore> client, std::shared_ptr<
               if (rep[1].is_integer() && rep[1].integer() >= 0) a.holder_ttl = milliseconds(rep[1].integer());
               break;
             default:
-              a.error = Error(errc::wrong_type, what + ": key '" + l.key + "' holds a " + rep[1].str() +
+              a.error = Error(errc::wrong_type, what() + ": key '" + l.key + "' holds a " + rep[1].str() +
                                                     ", not a dlock ReentrantMutex");
           }
           report(std::move(a));

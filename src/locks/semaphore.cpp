@@ -21,6 +21,16 @@ extern const Script sem_state;
 
 namespace dlock {
 
+namespace detail {
+// The two queues' requests for acquisitions of one permit count: the same try (one spec), which
+// waits in the shared queue or in the over-limit one (below). Each leg copies one of them and
+// sets its own wait.
+struct SemaphoreLegs {
+  AcquireRequest shared;
+  AcquireRequest over;
+};
+}  // namespace detail
+
 using namespace detail;
 
 namespace {
@@ -52,17 +62,20 @@ Result<Reply> eval_blocking(const std::shared_ptr<ClientCore>& core, const Scrip
 // expiry would make room; {0, pttl} in the over-limit queue: a resize made k fit, and now
 // releases count) ends the leg with a marker error, and the wait goes on in the other queue,
 // at its end, with what is left of the timeout.
-void wait_in_queue(std::shared_ptr<ClientCore> core, std::shared_ptr<const AcquireRequest> shared,
-                   std::shared_ptr<const AcquireRequest> over, bool over_limit, BootClock::time_point started,
+void wait_in_queue(std::shared_ptr<ClientCore> core, std::shared_ptr<const SemaphoreLegs> legs, WaitOptions wait,
+                   std::function<void()> on_wait, bool over_limit, BootClock::time_point started,
                    std::function<void(Result<Lease>)> done, std::stop_token stop) {
-  AcquireRequest leg = over_limit ? *over : *shared;
+  AcquireRequest leg = over_limit ? legs->over : legs->shared;
+  leg.wait = wait;
   if (leg.wait.timeout) {
     const auto spent = std::chrono::duration_cast<milliseconds>(BootClock::now() - started);
     if (spent >= *leg.wait.timeout) return done(Error(errc::timeout, "timed out waiting for " + leg.what));
     *leg.wait.timeout -= spent;
   }
+  leg.on_wait = on_wait;
   auto moves = std::make_shared<bool>(false);
-  leg.attempt = [inner = leg.attempt, moves, over_limit](const TryContext& ctx, std::function<void(Attempt)> report) {
+  leg.attempt = [inner = std::move(leg.attempt), moves, over_limit](const TryContext& ctx,
+                                                                    std::function<void(Attempt)> report) {
     inner(ctx, [moves, over_limit, report = std::move(report)](Attempt a) {
       if (a.kind == Attempt::Kind::busy && a.holder_ttl.has_value() == over_limit) {
         *moves = true;
@@ -73,11 +86,11 @@ void wait_in_queue(std::shared_ptr<ClientCore> core, std::shared_ptr<const Acqui
     });
   };
   start_acquire(core, std::move(leg),
-                [core, shared = std::move(shared), over = std::move(over), over_limit, started, moves,
+                [core, legs = std::move(legs), wait, on_wait = std::move(on_wait), over_limit, started, moves,
                  done = std::move(done), stop](Result<Lease> r) mutable {
                   // Only the marker moves the wait; a cancellation or timeout that raced it stands.
                   if (!*moves || r.ok() || r.code() != errc::busy) return done(std::move(r));
-                  wait_in_queue(std::move(core), std::move(shared), std::move(over), !over_limit, started,
+                  wait_in_queue(std::move(core), std::move(legs), wait, std::move(on_wait), !over_limit, started,
                                 std::move(done), std::move(stop));
                 },
                 stop);
@@ -90,6 +103,7 @@ Semaphore::Semaphore(Client& client, std::string name, std::size_t permits, Leas
   if (auto ok = validate_lock_name(name_); !ok) throw_error(ok.code(), ok.error().what());
   if (auto ok = validate_lease(lease_); !ok) throw_error(ok.code(), ok.error().what());
   key_ = core_->lock_key(name_);
+  one_ = legs(1);
 }
 
 Semaphore::~Semaphore() {
@@ -101,7 +115,7 @@ Semaphore::~Semaphore() {
   for (auto& l : all) (void)l.release();
 }
 
-AcquireRequest Semaphore::request(std::size_t k, WaitOptions wait) const {
+std::shared_ptr<const SemaphoreLegs> Semaphore::legs(std::size_t k) const {
   const std::string count = std::to_string(k);
   auto spec = std::make_shared<ScriptAttemptSpec>();
   spec->name = name_;
@@ -116,29 +130,29 @@ AcquireRequest Semaphore::request(std::size_t k, WaitOptions wait) const {
   spec->hold.release_keys = {key_ + ":permits", key_ + ":released", key_};
   spec->hold.release_extra = {key_ + ":ch", std::to_string(release_memory(core_->options()).count()), count};
   spec->lease = lease_;
-  AcquireRequest req;
+  auto legs = std::make_shared<SemaphoreLegs>();
+  AcquireRequest& req = legs->shared;
   req.key = key_ + ":permits";  // the Client's one wait queue for this semaphore
   req.channel = key_ + ":ch";
-  req.what = "Semaphore '" + name_ + "' (" + count + (k == 1 ? " permit" : " permits") + ") on " +
-             core_->address().display();
-  req.wait = wait;
+  req.what = core_->lock_what("Semaphore", name_, " (" + count + (k == 1 ? " permit)" : " permits)"));
   req.attempt = script_attempt(core_, std::move(spec));
   req.watch_keys = {key_ + ":permits"};  // gone when the last permit is released or expires
-  return req;
+  legs->over = req;  // the same try (one spec), waiting in the other queue
+  legs->over.key = key_ + over_limit_queue;
+  legs->over.wake_only_on = "resized";  // a release never makes room for more than the limit
+  return legs;
 }
 
 void Semaphore::start(std::size_t k, WaitOptions wait, std::function<void(Result<Lease>)> done,
                       std::stop_token stop, std::function<void()> on_wait) const {
-  AcquireRequest req = request(k, wait);
-  req.on_wait = std::move(on_wait);
+  std::shared_ptr<const SemaphoreLegs> l = k == 1 ? one_ : legs(k);
   if (wait.timeout && wait.timeout->count() <= 0) {  // one try: it queues behind nobody
+    AcquireRequest req = l->shared;
+    req.wait = wait;
+    req.on_wait = std::move(on_wait);
     return start_acquire(core_, std::move(req), std::move(done), std::move(stop));
   }
-  AcquireRequest over = req;  // the same try (one spec), waiting in the other queue
-  over.key = key_ + over_limit_queue;
-  over.wake_only_on = "resized";  // a release never makes room for more than the limit
-  wait_in_queue(core_, std::make_shared<const AcquireRequest>(std::move(req)),
-                std::make_shared<const AcquireRequest>(std::move(over)), /*over_limit=*/false, BootClock::now(),
+  wait_in_queue(core_, std::move(l), wait, std::move(on_wait), /*over_limit=*/false, BootClock::now(),
                 std::move(done), std::move(stop));
 }
 

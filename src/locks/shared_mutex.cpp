@@ -139,10 +139,13 @@ void SharedMutex::start_write(WaitOptions wait, std::function<void(Result<Lease>
     // Not awaited when the connection is the problem. Either way the withdrawal is sent again
     // while its outcome is unknown (idempotent_call.hpp): otherwise the intent kept readers out
     // until it expired, one lease TTL (30 s by default) after a blip.
-    done = [core = core_, wintent = key_ + ":wintent", channel = key_ + ":ch", owner, tries,
+    // The key names are built only for a withdrawal: most writers acquire.
+    done = [core = core_, spec = write_spec_, owner, tries,
             done = std::make_shared<std::function<void(Result<Lease>)>>(std::move(done))](Result<Lease> r) {
       if (r.ok()) return (*done)(std::move(r));
-      auto withdraw = [core, wintent, owner = *owner, channel](ReplyHandler answered) {
+      const std::string key(spec->keys.front());  // P{N}, the first acquire key
+      auto withdraw = [core, wintent = key + ":wintent", owner = *owner,
+                       channel = key + ":ch"](ReplyHandler answered) {
         core->eval(scripts::rw_withdraw, {wintent}, {owner, channel}, std::move(answered));
       };
       std::function<void()> send;

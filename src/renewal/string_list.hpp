@@ -49,8 +49,25 @@ class StringList {
   };
 
   StringList() noexcept = default;
+  // One allocation for the whole list (push_back rebuilds the block each time: a Semaphore's
+  // per-call lists cost an allocation per string that way).
   StringList(std::initializer_list<std::string_view> items) {
-    for (std::string_view s : items) push_back(s);
+    if (items.size() == 0) return;
+    std::size_t chars = 0;
+    for (std::string_view s : items) chars += s.size();
+    const auto n = static_cast<std::uint32_t>(items.size());
+    const std::size_t header = sizeof(std::uint32_t) * (n + 1);
+    std::unique_ptr<char[]> block(new char[header + chars]);
+    std::memcpy(block.get(), &n, sizeof n);
+    std::uint32_t end = 0;
+    char* out = block.get() + header;
+    std::uint32_t i = 0;
+    for (std::string_view s : items) {
+      if (!s.empty()) std::memcpy(out + end, s.data(), s.size());
+      end += static_cast<std::uint32_t>(s.size());
+      std::memcpy(block.get() + sizeof(std::uint32_t) * (1 + i++), &end, sizeof end);
+    }
+    data_ = std::move(block);
   }
   StringList(const StringList& o) : data_(o.data_ ? copy_block(o.data_.get(), o.bytes()) : nullptr) {}
   StringList& operator=(const StringList& o) {
