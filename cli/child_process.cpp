@@ -72,6 +72,29 @@ void set_foreground(pid_t pgrp) {
   ::sigaction(SIGTTOU, &old, nullptr);
 }
 
+// Closes every descriptor but the `n` in `keep` (sorted, distinct). Async-signal-safe: it runs
+// between fork() and exec(). `max_fd` bounds the loop of a kernel without close_range (< 5.9).
+void close_all_but(const int* keep, std::size_t n, int max_fd) {
+  int from = 0;
+  bool ok = true;
+  for (std::size_t i = 0; i <= n && ok; ++i) {
+    const int to = i < n ? keep[i] - 1 : -1;  // -1: up to the end
+    if (i < n && to < from) {
+      from = keep[i] + 1;
+      continue;
+    }
+    ok = ::close_range(static_cast<unsigned>(from), to < 0 ? ~0U : static_cast<unsigned>(to), 0) == 0;
+    if (i < n) from = keep[i] + 1;
+  }
+  if (ok) return;
+  std::size_t k = 0;
+  for (int fd = 0; fd < max_fd; ++fd) {
+    while (k < n && keep[k] < fd) ++k;
+    if (k < n && keep[k] == fd) continue;
+    ::close(fd);
+  }
+}
+
 }  // namespace
 
 void record_inherited_fds() { inherited_fds() = open_fds(); }
@@ -120,7 +143,7 @@ ProgramLookup find_program(const std::string& name) {
 }
 
 ChildCommand::~ChildCommand() {
-  if (owns_terminal_) give_terminal_to(::getpgrp());
+  take_terminal_back();
   // Normally the group is gone by now (poll() said so) or was killed (cmd_run). Should dlock
   // leave it any other way (an exception out of its supervision), the command must not run on
   // without the lock's watchdog: what the guard would do if dlock died, done here.
@@ -141,6 +164,18 @@ ChildCommand::~ChildCommand() {
 }
 
 void ChildCommand::give_terminal_to(pid_t pgrp) const { set_foreground(pgrp); }
+
+bool ChildCommand::in_foreground() const { return tty_ && ::tcgetpgrp(STDIN_FILENO) == ::getpgrp(); }
+
+bool ChildCommand::command_has_terminal() const {
+  return tty_ && pid_ > 0 && ::tcgetpgrp(STDIN_FILENO) == pid_;
+}
+
+// Only from the command: taken while dlock is in the background (the command stopped after a
+// `bg`, or ended), the terminal would be taken from the shell, which then exits on its next read.
+void ChildCommand::take_terminal_back() const {
+  if (command_has_terminal()) give_terminal_to(::getpgrp());
+}
 
 int ChildCommand::start(const std::string& path, const std::vector<std::string>& argv,
                         const std::vector<std::pair<std::string, std::string>>& env, std::string& error) {
@@ -176,16 +211,26 @@ int ChildCommand::start(const std::string& path, const std::vector<std::string>&
     disarm_guard();
     return 126;
   }
-  std::vector<int> to_close;
-  for (int fd : open_fds()) {
-    if (fd == report[1] || std::binary_search(inherited_fds().begin(), inherited_fds().end(), fd)) continue;
-    to_close.push_back(fd);
-  }
+  // What the command keeps: the descriptors dlock inherited, and the pipe that reports a failed
+  // exec (close-on-exec). The child closes everything else, between these, rather than a list
+  // of dlock's own taken here: a socket the Client's thread opens after that list was taken (a
+  // reconnect, the lock's revocation subscription) would reach the command.
+  std::vector<int> keep = inherited_fds();
+  keep.push_back(report[1]);
+  std::sort(keep.begin(), keep.end());
+  keep.erase(std::unique(keep.begin(), keep.end()), keep.end());
+  rlimit files{};
+  const int max_fd = ::getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur != RLIM_INFINITY
+                         ? static_cast<int>(std::min<rlim_t>(files.rlim_cur, 1 << 20))
+                         : 1024;
   // What the command leaves behind when its parent exits is reparented to dlock, not to init:
   // dlock reaps it and sees it in the group (poll()).
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);
-  owns_terminal_ = ::isatty(STDIN_FILENO) == 1 && ::tcgetpgrp(STDIN_FILENO) == ::getpgrp();
-  const bool take_terminal = owns_terminal_;
+  // Job control: stdin is dlock's controlling terminal. The command gets it when dlock is the
+  // terminal's foreground job; in the background (`dlock run ... &`) it does not, and a read
+  // from the terminal stops it (SIGTTIN) until `fg`.
+  tty_ = ::isatty(STDIN_FILENO) == 1 && ::tcgetpgrp(STDIN_FILENO) != -1;
+  const bool take_terminal = in_foreground();
   const pid_t parent = ::getpid();
 
   const pid_t pid = ::fork();
@@ -193,7 +238,6 @@ int ChildCommand::start(const std::string& path, const std::vector<std::string>&
     error = std::string("fork: ") + std::strerror(errno);
     ::close(report[0]);
     ::close(report[1]);
-    owns_terminal_ = false;
     disarm_guard();
     return 126;
   }
@@ -215,9 +259,7 @@ int ChildCommand::start(const std::string& path, const std::vector<std::string>&
     sigset_t none;
     sigemptyset(&none);
     ::sigprocmask(SIG_SETMASK, &none, nullptr);
-    for (int fd : to_close) {
-      if (fd != report[1]) ::close(fd);
-    }
+    close_all_but(keep.data(), keep.size(), max_fd);
     ::execve(path.c_str(), cargv.data(), cenv.data());
     int err = errno;
     if (err == ENOEXEC) {
@@ -244,8 +286,7 @@ int ChildCommand::start(const std::string& path, const std::vector<std::string>&
     }
     group_gone_ = true;  // it was the group's only process: its number is not ours any more
     status_ = WIFEXITED(st) ? WEXITSTATUS(st) : 126;
-    if (owns_terminal_) give_terminal_to(::getpgrp());
-    owns_terminal_ = false;
+    if (take_terminal) give_terminal_to(::getpgrp());
     error = "cannot execute '" + path + "': " + std::strerror(err);
     disarm_guard();
     return err == ENOENT || err == ENOTDIR ? 127 : 126;
@@ -294,7 +335,7 @@ std::optional<int> ChildCommand::poll() {
     int st = 0;
     // Any child: the command, and what it left behind when its parent exited (dlock is their
     // subreaper, so they become dlock's children; reaped here, they leave no zombies).
-    const pid_t r = ::waitpid(-1, &st, WNOHANG | (owns_terminal_ && !status_ ? WUNTRACED : 0));
+    const pid_t r = ::waitpid(-1, &st, WNOHANG | (tty_ && !status_ ? WUNTRACED : 0));
     if (r < 0 && errno == EINTR) continue;
     if (r < 0) {  // ECHILD: no child left at all
       if (!status_) status_ = 126;  // cannot happen while the command runs; treat it as gone
@@ -303,9 +344,11 @@ std::optional<int> ChildCommand::poll() {
     if (r == 0) break;
     if (r != pid_) continue;  // a descendant of the command, or the guard
     if (WIFSTOPPED(st)) {
-      // Ctrl-Z: take the terminal back, stop as a job the shell can see, and on `fg` hand the
-      // terminal to the command again and continue it.
-      give_terminal_to(::getpgrp());
+      // Ctrl-Z, or a read from the terminal in the background (SIGTTIN): take the terminal back
+      // if the command had it, and stop as a job the shell can see. Continued by `fg`, dlock
+      // hands the terminal to the command again and continues it; by `bg`, it only continues
+      // it (a read from the terminal stops it again, and dlock with it).
+      take_terminal_back();
       ::kill(::getpid(), SIGSTOP);
       if (may_continue_ && !may_continue_()) {
         // The lease ran out while everything was stopped: the command must not run another
@@ -314,7 +357,7 @@ std::optional<int> ChildCommand::poll() {
         signal_group(SIGKILL);
         continue;
       }
-      give_terminal_to(pid_);
+      if (in_foreground()) give_terminal_to(pid_);
       signal_group(SIGCONT);
       continue;
     }
@@ -323,11 +366,11 @@ std::optional<int> ChildCommand::poll() {
     } else if (WIFSIGNALED(st)) {
       term_signal_ = WTERMSIG(st);
       status_ = 128 + term_signal_;
+      ended_with_terminal_ = command_has_terminal();
     } else {
       continue;
     }
-    if (owns_terminal_) give_terminal_to(::getpgrp());
-    owns_terminal_ = false;
+    take_terminal_back();
   }
   if (!status_) return std::nullopt;
   // The command is over when its whole process group is: what it started in the background

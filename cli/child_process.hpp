@@ -6,11 +6,13 @@
 // the command's.
 //
 // When dlock runs in the foreground of a terminal, the command's group becomes the terminal's
-// foreground group (so it can read the terminal and Ctrl-C/Ctrl-Z reach it directly); when the
-// command is stopped (Ctrl-Z), dlock stops itself too so the shell sees the job stopped, and on
-// `fg` hands the terminal back and continues the command.
+// foreground group (so it can read the terminal and Ctrl-C/Ctrl-Z reach it directly). When the
+// command is stopped (Ctrl-Z; or, in the background, a read from the terminal: SIGTTIN), dlock
+// stops itself too so the shell sees the job stopped; on `fg` it hands the command the terminal
+// and continues it, on `bg` it continues it in the background.
 #pragma once
 
+#include <signal.h>
 #include <sys/types.h>
 
 #include <functional>
@@ -66,9 +68,17 @@ class ChildCommand {
   // The command's first process has exited, and others of its group still run (poll() waits
   // for them).
   bool group_outlives_leader() const;
+  // The command died of SIGINT or SIGQUIT while its group had the terminal: Ctrl-C or Ctrl-\ in
+  // all likelihood, which the terminal would have sent to dlock's job too, had dlock kept it.
+  bool ended_by_terminal_signal() const {
+    return ended_with_terminal_ && (term_signal_ == SIGINT || term_signal_ == SIGQUIT);
+  }
 
  private:
   void give_terminal_to(pid_t pgrp) const;
+  bool in_foreground() const;         // dlock's group has the terminal
+  bool command_has_terminal() const;  // the command's group has it
+  void take_terminal_back() const;    // from the command's group, if it has it
   // Some process of the command's group still exists (one dlock may not signal counts too).
   bool group_alive() const;
   // The guard: a process that outlives dlock and kills the command's group if dlock dies
@@ -80,7 +90,8 @@ class ChildCommand {
   void disarm_guard();
 
   pid_t pid_ = -1;
-  bool owns_terminal_ = false;
+  bool tty_ = false;  // stdin is dlock's controlling terminal: job control applies
+  bool ended_with_terminal_ = false;  // the first process died of a signal holding the terminal
   std::optional<int> status_;
   int term_signal_ = 0;
   std::function<bool()> may_continue_;

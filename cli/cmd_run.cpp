@@ -216,9 +216,10 @@ Stopping supervise(Context& ctx, const RunSettings& s, dlock::Lease& lease, Chil
         if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) {
           if (ctx.verbose()) ctx.note("forwarding " + signal_name(sig) + " to the command");
           child.signal_group(sig);
-          // A stopped leftover of the command would keep the signal pending (a shell's
-          // `kill %job` continues the job too).
-          if (child.group_outlives_leader()) child.signal_group(SIGCONT);
+          // A stopped member of the group (SIGSTOP, or SIGTTIN on a read from the terminal)
+          // would keep the signal pending and the lock held for ever: continued, as a shell's
+          // `kill %job` continues the job.
+          child.signal_group(SIGCONT);
         }
       }
     }
@@ -417,7 +418,13 @@ int cmd_run(Context& ctx, const Args& args) {
   if (!released) ctx.note("warning: " + released.error().what());
   report.outcome = "completed";
   report.exit_code = *report.status;
-  return finish(ctx, s, report);
+  const int code = finish(ctx, s, report);
+  // Ctrl-C reached only the command, which had the terminal: had dlock kept it, the signal
+  // would have ended dlock's whole job (or the script it runs in) as well. Passed on, now that
+  // the lock is released, so that a shell loop or script stops here as with flock(1); exiting
+  // 130 let the next iteration run.
+  if (child.ended_by_terminal_signal()) end_as_the_terminal_would(child.term_signal());
+  return code;
 }
 
 }  // namespace dlock::cli

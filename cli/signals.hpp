@@ -46,6 +46,12 @@ class EventPipe {
   int write_fd_ = -1;
 };
 
+// Ends dlock by `sig` as the terminal would have: sent to dlock's own process group (its job, or
+// the script it runs in) with the default action, so the shell sees the job die of it and stops
+// a loop or script as after Ctrl-C on any other command. Without a core file (SIGQUIT). Returns
+// only when dlock was started with `sig` ignored (the terminal would not have ended it then).
+void end_as_the_terminal_would(int sig);
+
 // poll() on up to two descriptors (-1: unused) for `timeout_ms` (-1: forever); EINTR is a
 // timeout. Sets the readiness flags.
 void wait_readable(int fd1, int fd2, int timeout_ms, bool& ready1, bool& ready2);

@@ -1,0 +1,199 @@
+// Integration tests of `dlock run` at a terminal: an interactive bash on a pseudo-terminal runs
+// dlock as a user would, with job control (&, fg, bg, Ctrl-Z) and Ctrl-C, against a real
+// redis-server. What each checks is what flock(1) does in the same place.
+#include <poll.h>
+#include <pty.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "support/cli_binary.hpp"
+#include "support/raw_connection.hpp"
+#include "support/redis_server.hpp"
+#include "support/wait.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+using dlock::test::RawConnection;
+using dlock::test::RedisServer;
+using dlock::test::eventually;
+using std::chrono::milliseconds;
+
+// bash -i on a pseudo-terminal of its own (a new session, the terminal its controlling one), so
+// it runs with job control, as at a real terminal.
+class PtyShell {
+ public:
+  PtyShell(const std::string& dlock_dir, const std::string& redis_url) {
+    pid_ = ::forkpty(&master_, nullptr, nullptr, nullptr);
+    if (pid_ < 0) throw std::runtime_error(std::string("forkpty: ") + std::strerror(errno));
+    if (pid_ == 0) {
+      ::setenv("PATH", (dlock_dir + ":/usr/local/bin:/usr/bin:/bin").c_str(), 1);
+      ::setenv("DLOCK_REDIS_URL", redis_url.c_str(), 1);
+      ::unsetenv("DLOCK_PREFIX");
+      ::unsetenv("DLOCK_OWNER");
+      ::setenv("TERM", "dumb", 1);
+      ::setenv("PS1", "$ ", 1);
+      ::setenv("HISTFILE", "/dev/null", 1);
+      ::execl("/bin/bash", "bash", "--norc", "--noprofile", "-i", static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    // Job changes reported at once, not at the next prompt.
+    send("set -b\n");
+  }
+  ~PtyShell() {
+    // SIGHUP: bash passes it on to its jobs (dlock then stops its command) and exits.
+    if (alive()) {
+      ::kill(pid_, SIGHUP);
+      ::kill(pid_, SIGCONT);
+      for (int i = 0; i < 300 && alive(); ++i) std::this_thread::sleep_for(10ms);
+      if (alive()) ::kill(pid_, SIGKILL);
+    }
+    if (!reaped_) ::waitpid(pid_, nullptr, 0);
+    kill_session();
+    ::close(master_);
+  }
+  PtyShell(const PtyShell&) = delete;
+  PtyShell& operator=(const PtyShell&) = delete;
+
+  void send(const std::string& keys) {
+    const ssize_t n = ::write(master_, keys.data(), keys.size());
+    if (n != static_cast<ssize_t>(keys.size())) throw std::runtime_error("write to the pty failed");
+  }
+  // Reads until `needle` appears in the output (after what earlier calls consumed up to `from`).
+  bool wait_for(const std::string& needle, milliseconds timeout) {
+    return eventually([&] { drain(); return output_.find(needle) != std::string::npos; }, timeout);
+  }
+  const std::string& output() {
+    drain();
+    return output_;
+  }
+  bool alive() {
+    if (reaped_) return false;
+    int st = 0;
+    if (::waitpid(pid_, &st, WNOHANG) == pid_) reaped_ = true;
+    return !reaped_;
+  }
+
+ private:
+  void drain() {
+    char buf[4096];
+    for (;;) {
+      pollfd p{master_, POLLIN, 0};
+      if (::poll(&p, 1, 0) <= 0) return;
+      const ssize_t n = ::read(master_, buf, sizeof buf);
+      if (n <= 0) return;
+      output_.append(buf, static_cast<std::size_t>(n));
+    }
+  }
+
+  // Whatever is left in the shell's session (a job a failed test left stopped, dlock's guard):
+  // nothing may outlive the test.
+  void kill_session() const {
+    for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+      const std::string name = entry.path().filename().string();
+      if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+      std::ifstream f(entry.path() / "stat");
+      std::string stat((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+      const auto paren = stat.rfind(')');
+      if (paren == std::string::npos) continue;
+      char state = 0;
+      int ppid = 0, pgrp = 0, session = 0;
+      if (std::sscanf(stat.c_str() + paren + 1, " %c %d %d %d", &state, &ppid, &pgrp, &session) == 4 &&
+          session == pid_) {
+        ::kill(std::stoi(name), SIGKILL);
+      }
+    }
+  }
+
+  pid_t pid_ = -1;
+  int master_ = -1;
+  bool reaped_ = false;
+  std::string output_;
+};
+
+class CliTerminalTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const std::string binary = dlock::test::cli_binary();
+    if (binary.empty()) GTEST_SKIP() << "the dlock CLI is not built (no <build>/cli/dlock, no $DLOCK_CLI)";
+    if (::access("/bin/bash", X_OK) != 0) GTEST_SKIP() << "no /bin/bash";
+    server.emplace();
+    raw.emplace(*server);
+    shell.emplace(std::filesystem::path(binary).parent_path().string(), server->url());
+  }
+  void TearDown() override {
+    shell.reset();
+    raw.reset();
+    server.reset();
+  }
+  bool held(const std::string& name) { return raw->cmd_int({"EXISTS", "dlock:{" + name + "}"}) == 1; }
+
+  std::optional<RedisServer> server;
+  std::optional<RawConnection> raw;
+  std::optional<PtyShell> shell;
+};
+
+// Ctrl-C on a command run under dlock stops the shell loop around it, as with flock(1). The
+// signal reaches only the command, which has the terminal; dlock exited 130 and the loop went on
+// to its next iteration. Now dlock, once the lock is released, ends by the signal itself.
+TEST_F(CliTerminalTest, CtrlCStopsTheLoopAroundTheCommand) {
+  shell->send("for i in 1 2 3; do dlock run loop -- sleep 30; echo \"iter $i rc=$?\"; done\n");
+  ASSERT_TRUE(eventually([&] { return held("loop"); }, 10s)) << shell->output();
+  std::this_thread::sleep_for(300ms);  // sleep runs, in the terminal's foreground
+  shell->send("\x03");
+  shell->send("echo after-$((6 * 7))\n");
+  ASSERT_TRUE(shell->wait_for("after-42", 10s)) << "the loop went on after Ctrl-C\n" << shell->output();
+  EXPECT_EQ(shell->output().find("iter 2"), std::string::npos) << shell->output();
+  EXPECT_FALSE(held("loop")) << "the lock is still held after Ctrl-C";
+}
+
+// A command started in the background stops when it reads the terminal (SIGTTIN), dlock with
+// it, and `fg` brings both back: the command gets the terminal and reads it. It stayed stopped
+// in its own group, which `fg` (continuing dlock's) never reached: the terminal hung and the
+// lock was renewed for ever.
+TEST_F(CliTerminalTest, ABackgroundCommandThatReadsTheTerminalRunsOnFg) {
+  shell->send("dlock run bg-read -- sh -c 'read x; echo \"got-$x\"' &\n");
+  ASSERT_TRUE(eventually([&] { return held("bg-read"); }, 10s)) << shell->output();
+  ASSERT_TRUE(shell->wait_for("Stopped", 10s)) << "the job did not show as stopped\n" << shell->output();
+  shell->send("fg\n");
+  std::this_thread::sleep_for(500ms);  // fg continues dlock, which hands the command the terminal
+  shell->send("abc\n");
+  ASSERT_TRUE(shell->wait_for("got-abc", 10s)) << "the command did not get the terminal\n" << shell->output();
+  ASSERT_TRUE(eventually([&] { return !held("bg-read"); }, 10s)) << "the lock was not released";
+  shell->send("echo after-$((6 * 7))\n");
+  EXPECT_TRUE(shell->wait_for("after-42", 10s)) << shell->output();
+}
+
+// Ctrl-Z, then `bg`: the command runs on in the background and the shell keeps the terminal.
+// dlock, continued, handed the terminal to the command as after `fg`: the shell's next read
+// failed and the shell exited.
+TEST_F(CliTerminalTest, CtrlZThenBgLeavesTheShellTheTerminal) {
+  shell->send("dlock run zbg -- sleep 3\n");
+  ASSERT_TRUE(eventually([&] { return held("zbg"); }, 10s)) << shell->output();
+  std::this_thread::sleep_for(300ms);
+  shell->send("\x1a");  // Ctrl-Z
+  ASSERT_TRUE(shell->wait_for("Stopped", 10s)) << shell->output();
+  shell->send("bg\n");
+  std::this_thread::sleep_for(500ms);
+  shell->send("echo alive-$((6 * 7))\n");
+  ASSERT_TRUE(shell->wait_for("alive-42", 10s)) << "the shell lost its terminal after bg\n" << shell->output();
+  EXPECT_TRUE(shell->alive());
+  shell->send("wait; echo done-$((2 * 3))\n");
+  ASSERT_TRUE(shell->wait_for("done-6", 15s)) << shell->output();
+  EXPECT_FALSE(held("zbg")) << "the lock was not released after the command ended in the background";
+}
+
+}  // namespace
