@@ -314,10 +314,15 @@ WaitOutcome wait_for_lock(Context& ctx, LockTarget& target, std::optional<millis
       const bool wait_ran_out = wait && wait->count() > 0 && out.waited + milliseconds(5) >= *wait;
       const Seen seen = wait_ran_out ? lock_seen(ctx, target.name()) : Seen::no_answer;
       if (seen == Seen::free) {
-        out.error = dlock::Error(dlock::errc::connection,
-                                 out.error.what() + " (the server stalled through the end of the wait; when it " +
-                                     "answered again the lock was free)");
-      } else if (seen == Seen::out_of_reach) {
+        // The try in flight at the deadline was abandoned (a wait shorter than a round trip, or
+        // a server that stalled at its end), and the lock is free: one more try, awaited, as
+        // --no-wait makes, so that a wait never does worse than no wait. `--wait 1ms` on a free
+        // lock exited 69, "the server stalled".
+        WaitOutcome again = wait_for_lock(ctx, target, milliseconds(0), signals);
+        again.waited = milliseconds(ms_since(started));
+        return again;
+      }
+      if (seen == Seen::out_of_reach) {
         out.error = dlock::Error(dlock::errc::connection,
                                  out.error.what() + " (the servers stalled through the end of the wait; when they " +
                                      "answered again no majority of them saw the lock taken)");
