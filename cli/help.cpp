@@ -33,7 +33,7 @@ constexpr std::string_view kGlobal =
     "  -h, --help      this help; 'dlock COMMAND --help' for one command\n"
     "  --version       print the version\n"
     "\n"
-    "Durations: 250ms, 30s, 5m, 1h, 1m30s; a bare number is seconds.\n";
+    "Durations: 250ms, 30s, 5m, 1h, 1m30s, 1.5s; a bare number is seconds (1.5 too).\n";
 
 constexpr std::string_view kRun =
     "Usage: dlock run NAME [--kind KIND] [--read] [--permits N] [--take K]\n"

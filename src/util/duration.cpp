@@ -64,7 +64,7 @@ bool is_alpha(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
 Result<milliseconds> parse_duration(std::string_view text) {
   if (text.empty()) return duration_error(text, "empty");
   constexpr std::string_view expected =
-      "expected e.g. '250ms', '30s', '1m30s', '1h' or a whole number of seconds";
+      "expected e.g. '250ms', '30s', '1m30s', '1h' or a number of seconds ('1.5')";
 
   std::int64_t total = 0;
   int last_rank = 4;  // units must appear in decreasing rank: h=3, m=2, s=1, ms=0
@@ -87,15 +87,36 @@ Result<milliseconds> parse_duration(std::string_view text) {
       }
       ++i;
     }
+    // [.<digits>]: a decimal fraction of the unit ("1.5s", "0.25m", "1.5" seconds), as flock(1)
+    // and timeout(1) take; it must come to whole milliseconds.
+    std::int64_t frac = 0;
+    std::int64_t frac_den = 1;
+    if (i < text.size() && text[i] == ',') return duration_error(text, "a decimal fraction is written with '.'");
+    if (i < text.size() && text[i] == '.') {
+      ++i;
+      if (i == text.size() || !is_digit(text[i])) return duration_error(text, "a digit must follow the '.'");
+      while (i < text.size() && is_digit(text[i])) {
+        if (frac_den >= 1000000000) return duration_error(text, "finer than a millisecond");
+        frac = frac * 10 + (text[i] - '0');
+        frac_den *= 10;
+        ++i;
+      }
+    }
+    // The fraction in milliseconds of a unit of `scale` ms; -1 when it is not whole.
+    auto frac_ms = [&](std::int64_t scale) -> std::int64_t {
+      const std::int64_t num = frac * scale;  // frac < 1e9, scale <= 3.6e6: fits
+      return num % frac_den == 0 ? num / frac_den : -1;
+    };
     if (i == text.size() && last_rank == 4) {
       // A bare number: seconds.
-      if (too_big || value > kMaxMillis / kMillisPerSecond) {
+      const std::int64_t extra = frac_ms(kMillisPerSecond);
+      if (extra < 0) return duration_error(text, "finer than a millisecond");
+      if (too_big || value > (kMaxMillis - extra) / kMillisPerSecond) {
         return duration_error(text, "too large (the maximum is about 292 years)");
       }
-      return milliseconds{value * kMillisPerSecond};
+      return milliseconds{value * kMillisPerSecond + extra};
     }
     if (i == text.size()) return duration_error(text, "number without a unit (ms, s, m or h)");
-    if (text[i] == '.' || text[i] == ',') return duration_error(text, "fractions are not supported");
 
     // <unit>
     int rank;
@@ -123,10 +144,12 @@ Result<milliseconds> parse_duration(std::string_view text) {
       return duration_error(text, "units must appear at most once, in the order h, m, s, ms");
     }
     last_rank = rank;
-    if (too_big || value > (kMaxMillis - total) / scale) {
+    const std::int64_t extra = frac_ms(scale);
+    if (extra < 0) return duration_error(text, "finer than a millisecond");
+    if (too_big || value > (kMaxMillis - total - extra) / scale) {
       return duration_error(text, "too large (the maximum is about 292 years)");
     }
-    total += value * scale;
+    total += value * scale + extra;
   }
   return milliseconds{total};
 }

@@ -436,7 +436,7 @@ TEST_F(CliTest, UsageErrorsExit64) {
       {"run", "x", "--lost-exit-code", "300", "--", "true"},
       {"run", "a{b}", "--", "true"},
       {"acquire", "x"},                                           // --ttl is required
-      {"acquire", "x", "--ttl", "1.5s"},
+      {"acquire", "x", "--ttl", "1.5ms"},                        // finer than a millisecond
       {"release", "x"},                                           // no OWNER, no DLOCK_OWNER
       {"unlock", "x"},                                            // --force is required
       {"status"},

@@ -96,7 +96,7 @@ TEST(ParseDuration, RejectsSigns) {
 
 TEST(ParseDuration, RejectsSpaces) {
   const std::string expected =
-      "expected e.g. '250ms', '30s', '1m30s', '1h' or a whole number of seconds";
+      "expected e.g. '250ms', '30s', '1m30s', '1h' or a number of seconds ('1.5')";
   EXPECT_EQ(parse_err(" 1s"), "invalid duration ' 1s': " + expected);
   EXPECT_EQ(parse_err("1s "), "invalid duration '1s ': " + expected);
   EXPECT_EQ(parse_err("1 s"), "invalid duration '1 s': unknown unit (expected ms, s, m or h)");
@@ -104,10 +104,30 @@ TEST(ParseDuration, RejectsSpaces) {
   EXPECT_EQ(parse_err("1s\n"), "invalid duration '1s\\x0A': " + expected);
 }
 
-TEST(ParseDuration, RejectsFractions) {
-  EXPECT_EQ(parse_err("1.5s"), "invalid duration '1.5s': fractions are not supported");
-  EXPECT_EQ(parse_err("0.5"), "invalid duration '0.5': fractions are not supported");
-  EXPECT_EQ(parse_err("1,5s"), "invalid duration '1,5s': fractions are not supported");
+// As flock -w 1.5 and timeout 1.5 take them: decimal fractions of any unit, to the millisecond.
+TEST(ParseDuration, AcceptsDecimalFractionsToTheMillisecond) {
+  EXPECT_EQ(parse_ms("1.5s"), 1500);
+  EXPECT_EQ(parse_ms("1.5"), 1500);
+  EXPECT_EQ(parse_ms("0.5"), 500);
+  EXPECT_EQ(parse_ms("0.001"), 1);
+  EXPECT_EQ(parse_ms("0.25m"), 15000);
+  EXPECT_EQ(parse_ms("1.5h"), 5400000);
+  EXPECT_EQ(parse_ms("1.5m30s"), 120000);
+  EXPECT_EQ(parse_ms("2.000ms"), 2);
+  EXPECT_EQ(parse_ms("0.5s250ms"), 750);
+}
+
+TEST(ParseDuration, RejectsFractionsFinerThanAMillisecondOrMalformed) {
+  EXPECT_EQ(parse_err("1.5ms"), "invalid duration '1.5ms': finer than a millisecond");
+  EXPECT_EQ(parse_err("0.0001"), "invalid duration '0.0001': finer than a millisecond");
+  EXPECT_EQ(parse_err("1.2345s"), "invalid duration '1.2345s': finer than a millisecond");
+  EXPECT_EQ(parse_err("0.1234567891s"), "invalid duration '0.1234567891s': finer than a millisecond");
+  EXPECT_EQ(parse_err("1,5s"), "invalid duration '1,5s': a decimal fraction is written with '.'");
+  EXPECT_EQ(parse_err("1.s"), "invalid duration '1.s': a digit must follow the '.'");
+  EXPECT_EQ(parse_err("1."), "invalid duration '1.': a digit must follow the '.'");
+  EXPECT_EQ(parse_err(".5s"),
+            "invalid duration '.5s': expected e.g. '250ms', '30s', '1m30s', '1h' or a number of seconds ('1.5')");
+  EXPECT_EQ(parse_err("1.5.5s"), "invalid duration '1.5.5s': unknown unit (expected ms, s, m or h)");
 }
 
 TEST(ParseDuration, RejectsUnknownOrMissingUnits) {
@@ -117,13 +137,13 @@ TEST(ParseDuration, RejectsUnknownOrMissingUnits) {
   EXPECT_EQ(parse_err("1sec"), "invalid duration '1sec': unknown unit (expected ms, s, m or h)");
   EXPECT_EQ(parse_err("1m30"), "invalid duration '1m30': number without a unit (ms, s, m or h)");
   EXPECT_EQ(parse_err("s"),
-            "invalid duration 's': expected e.g. '250ms', '30s', '1m30s', '1h' or a whole number of seconds");
+            "invalid duration 's': expected e.g. '250ms', '30s', '1m30s', '1h' or a number of seconds ('1.5')");
   EXPECT_EQ(parse_err("ms"),
-            "invalid duration 'ms': expected e.g. '250ms', '30s', '1m30s', '1h' or a whole number of seconds");
+            "invalid duration 'ms': expected e.g. '250ms', '30s', '1m30s', '1h' or a number of seconds ('1.5')");
   EXPECT_EQ(parse_err("1hm"), "invalid duration '1hm': unknown unit (expected ms, s, m or h)");
   EXPECT_EQ(parse_err("1msx"), "invalid duration '1msx': unknown unit (expected ms, s, m or h)");
   EXPECT_EQ(parse_err("1s!"),
-            "invalid duration '1s!': expected e.g. '250ms', '30s', '1m30s', '1h' or a whole number of seconds");
+            "invalid duration '1s!': expected e.g. '250ms', '30s', '1m30s', '1h' or a number of seconds ('1.5')");
 }
 
 TEST(ParseDuration, RejectsWrongOrderAndRepeats) {
