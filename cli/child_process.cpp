@@ -32,7 +32,18 @@ std::vector<int>& inherited_fds() {
 std::vector<int> open_fds() {
   std::vector<int> fds;
   DIR* d = ::opendir("/proc/self/fd");
-  if (d == nullptr) return fds;
+  if (d == nullptr) {
+    // No /proc (a chroot, a sandbox): ask each descriptor up to a bound instead. Without this
+    // the command would start with stdin, stdout and stderr closed.
+    rlimit files{};
+    const int max_fd = ::getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur != RLIM_INFINITY
+                           ? static_cast<int>(std::min<rlim_t>(files.rlim_cur, 1 << 16))
+                           : 1024;
+    for (int fd = 0; fd < max_fd; ++fd) {
+      if (::fcntl(fd, F_GETFD) != -1) fds.push_back(fd);
+    }
+    return fds;
+  }
   const int own = ::dirfd(d);
   while (dirent* e = ::readdir(d)) {
     if (e->d_name[0] == '.') continue;
@@ -232,6 +243,7 @@ int ChildCommand::start(const std::string& path, const std::vector<std::string>&
   tty_ = ::isatty(STDIN_FILENO) == 1 && ::tcgetpgrp(STDIN_FILENO) != -1;
   const bool take_terminal = in_foreground();
   const pid_t parent = ::getpid();
+  const pid_t own_group = ::getpgrp();
 
   const pid_t pid = ::fork();
   if (pid < 0) {
@@ -243,7 +255,9 @@ int ChildCommand::start(const std::string& path, const std::vector<std::string>&
   }
   if (pid == 0) {
     ::setpgid(0, 0);
-    if (take_terminal) set_foreground(::getpid());
+    // Still dlock's: a Ctrl-Z and `bg` since the check would have the command take the terminal
+    // from the shell.
+    if (take_terminal && ::tcgetpgrp(STDIN_FILENO) == own_group) set_foreground(::getpid());
     // Dies with dlock: the command must never run without the lock's watchdog.
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (::getppid() != parent) ::_exit(126);
@@ -272,7 +286,7 @@ int ChildCommand::start(const std::string& path, const std::vector<std::string>&
   }
   pid_ = pid;
   ::setpgid(pid, pid);  // also here, so signal_group() works before the child ran
-  if (take_terminal) give_terminal_to(pid);
+  if (take_terminal && ::tcgetpgrp(STDIN_FILENO) == own_group) give_terminal_to(pid);
   ::close(report[1]);
   int err = 0;
   ssize_t n;
@@ -286,7 +300,7 @@ int ChildCommand::start(const std::string& path, const std::vector<std::string>&
     }
     group_gone_ = true;  // it was the group's only process: its number is not ours any more
     status_ = WIFEXITED(st) ? WEXITSTATUS(st) : 126;
-    if (take_terminal) give_terminal_to(::getpgrp());
+    take_terminal_back();
     error = "cannot execute '" + path + "': " + std::strerror(err);
     disarm_guard();
     return err == ENOENT || err == ENOTDIR ? 127 : 126;
@@ -350,15 +364,7 @@ std::optional<int> ChildCommand::poll() {
       // it (a read from the terminal stops it again, and dlock with it).
       take_terminal_back();
       ::kill(::getpid(), SIGSTOP);
-      if (may_continue_ && !may_continue_()) {
-        // The lease ran out while everything was stopped: the command must not run another
-        // instruction (another holder may have the lock by now). SIGKILL ends stopped processes.
-        killed_on_resume_ = true;
-        signal_group(SIGKILL);
-        continue;
-      }
-      if (in_foreground()) give_terminal_to(pid_);
-      signal_group(SIGCONT);
+      resume_after_stop();
       continue;
     }
     if (WIFEXITED(st)) {
@@ -396,6 +402,22 @@ std::optional<int> ChildCommand::poll() {
   group_gone_ = true;
   disarm_guard();  // nothing left to kill, and the number may be reused
   return status_;
+}
+
+void ChildCommand::resume_after_stop() {
+  if (may_continue_ && !may_continue_()) {
+    // The lease ran out while everything was stopped: the command must not run another
+    // instruction (another holder may have the lock by now). SIGKILL ends stopped processes.
+    killed_on_resume_ = true;
+    signal_group(SIGKILL);
+    return;
+  }
+  if (in_foreground()) give_terminal_to(pid_);
+  signal_group(SIGCONT);
+}
+
+void ChildCommand::continued() const {
+  if (running() && !killed_on_resume_ && in_foreground() && !command_has_terminal()) give_terminal_to(pid_);
 }
 
 bool ChildCommand::group_alive() const {

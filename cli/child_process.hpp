@@ -65,6 +65,14 @@ class ChildCommand {
   void set_resume_check(std::function<bool()> may_continue) { may_continue_ = std::move(may_continue); }
   // The command was killed instead of continued (set_resume_check).
   bool killed_on_resume() const { return killed_on_resume_; }
+  // stdin is dlock's controlling terminal: a stop of the command is seen (poll) and stops dlock.
+  bool job_control() const { return tty_; }
+  // dlock was continued after a stop that stopped the command too: continue it (handing it the
+  // terminal when dlock is in the foreground), or kill it if the resume check refuses.
+  void resume_after_stop();
+  // dlock was continued (SIGCONT) while the command runs: after a `fg` the command gets the
+  // terminal, which went to dlock's group.
+  void continued() const;
   // The command's first process has exited, and others of its group still run (poll() waits
   // for them).
   bool group_outlives_leader() const;

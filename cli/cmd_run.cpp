@@ -154,7 +154,11 @@ std::string signal_name(int sig) {
 // Watches the lease and the command until the command has ended; stops it before the lease
 // can end. Returns why it was stopped (Stopping::no: it ended by itself).
 Stopping supervise(Context& ctx, const RunSettings& s, dlock::Lease& lease, ChildCommand& child, SignalFd& signals,
-                   EventPipe& events) {
+                   EventPipe& events, bool& forwarded_interrupt) {
+  // While the command has the terminal dlock is a background job: with `stty tostop` its own
+  // notes (the lease at risk, taken away) would stop it by SIGTTOU just before it stops the
+  // command. The command was started already, with the disposition dlock inherited.
+  ::signal(SIGTTOU, SIG_IGN);
   Stopping why = Stopping::no;
   std::optional<Clock::time_point> kill_at;
   bool killed = false;
@@ -213,8 +217,21 @@ Stopping supervise(Context& ctx, const RunSettings& s, dlock::Lease& lease, Chil
     wait_readable(signals.fd(), events.fd(), static_cast<int>(timeout.count()), sig_ready, event_ready);
     if (sig_ready) {
       while (int sig = signals.take()) {
-        if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) {
+        if (sig == SIGTSTP) {
+          // dlock's group has the terminal, the command's does not (a `fg` after `bg`), or the
+          // signal came from elsewhere: the command stops with dlock, as Ctrl-Z stops a job.
+          // Under job control its stop stops dlock (ChildCommand::poll); without, dlock stops
+          // here and continues it when continued itself.
+          child.signal_group(SIGTSTP);
+          if (!child.job_control()) {
+            stop_as_by_sigtstp();
+            child.resume_after_stop();
+          }
+        } else if (sig == SIGCONT) {
+          child.continued();  // a `fg` after `bg`: the command gets the terminal
+        } else if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) {
           if (ctx.verbose()) ctx.note("forwarding " + signal_name(sig) + " to the command");
+          if (sig == SIGINT) forwarded_interrupt = true;
           child.signal_group(sig);
           // A stopped member of the group (SIGSTOP, or SIGTTIN on a read from the terminal)
           // would keep the signal pending and the lock held for ever: continued, as a shell's
@@ -257,6 +274,7 @@ std::optional<dlock::Result<void>> release_unless_signalled(dlock::Lease& lease,
       return std::move(outcome->result);
     }
     while (int s = sig_ready ? signals.take() : 0) {
+      if (s == SIGTSTP) stop_as_by_sigtstp();
       if (s == SIGINT || s == SIGTERM || s == SIGHUP) {
         sig = s;
         releaser.detach();
@@ -282,7 +300,10 @@ int cmd_run(Context& ctx, const Args& args) {
   }
 
   // Signals are blocked before the Client's thread exists, so only the signalfd receives them.
-  SignalFd signals({SIGINT, SIGTERM, SIGHUP, SIGCHLD});
+  // SIGTSTP and SIGCONT too: Ctrl-Z that reaches dlock rather than the command (dlock has the
+  // terminal after a `fg` that followed a `bg`) must stop the command, not only dlock and its
+  // watchdog; and that `fg` must hand the command the terminal (supervise).
+  SignalFd signals({SIGINT, SIGTERM, SIGHUP, SIGCHLD, SIGTSTP, SIGCONT});
   auto events = std::make_shared<EventPipe>();
 
   dlock::LeaseOptions lo;
@@ -358,7 +379,8 @@ int cmd_run(Context& ctx, const Args& args) {
   // Ctrl-Z stops dlock with the command, watchdog and all: on `fg` the command is continued
   // only if the lease still has more than the margin left.
   child.set_resume_check([&lease, &s] { return lease.held() && lease.remaining() > s.margin; });
-  const Stopping why = supervise(ctx, s, lease, child, signals, *events);
+  bool forwarded_interrupt = false;  // a SIGINT sent to dlock, not the terminal's to the command
+  const Stopping why = supervise(ctx, s, lease, child, signals, *events, forwarded_interrupt);
   report.status = child.poll();
   report.signal = child.term_signal();
   report.held_ms = std::chrono::duration_cast<milliseconds>(Clock::now() - started).count();
@@ -423,7 +445,7 @@ int cmd_run(Context& ctx, const Args& args) {
   // would have ended dlock's whole job (or the script it runs in) as well. Passed on, now that
   // the lock is released, so that a shell loop or script stops here as with flock(1); exiting
   // 130 let the next iteration run.
-  if (child.ended_by_terminal_signal()) end_as_the_terminal_would(child.term_signal());
+  if (child.ended_by_terminal_signal() && !forwarded_interrupt) end_as_the_terminal_would(child.term_signal());
   return code;
 }
 

@@ -56,6 +56,20 @@ void end_as_the_terminal_would(int sig) {
   pthread_sigmask(SIG_UNBLOCK, &one, nullptr);
 }
 
+void stop_as_by_sigtstp() {
+  struct sigaction dfl {}, old {};
+  dfl.sa_handler = SIG_DFL;
+  sigemptyset(&dfl.sa_mask);
+  ::sigaction(SIGTSTP, &dfl, &old);
+  sigset_t one;
+  sigemptyset(&one);
+  sigaddset(&one, SIGTSTP);
+  ::raise(SIGTSTP);  // pending for this thread until unblocked: then the whole process stops
+  pthread_sigmask(SIG_UNBLOCK, &one, nullptr);
+  pthread_sigmask(SIG_BLOCK, &one, nullptr);
+  ::sigaction(SIGTSTP, &old, nullptr);
+}
+
 EventPipe::EventPipe() {
   int p[2];
   if (::pipe2(p, O_NONBLOCK | O_CLOEXEC) != 0) throw std::system_error(errno, std::generic_category(), "pipe2");

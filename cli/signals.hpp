@@ -52,6 +52,10 @@ class EventPipe {
 // only when dlock was started with `sig` ignored (the terminal would not have ended it then).
 void end_as_the_terminal_would(int sig);
 
+// Stops dlock as SIGTSTP's default action would, for a SIGTSTP its signalfd took (Ctrl-Z while
+// dlock has the terminal): the shell sees the job stopped. Returns once dlock is continued.
+void stop_as_by_sigtstp();
+
 // poll() on up to two descriptors (-1: unused) for `timeout_ms` (-1: forever); EINTR is a
 // timeout. Sets the readiness flags.
 void wait_readable(int fd1, int fd2, int timeout_ms, bool& ready1, bool& ready2);

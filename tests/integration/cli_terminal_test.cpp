@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <system_error>
 #include <optional>
 #include <string>
 #include <thread>
@@ -130,6 +131,9 @@ class CliTerminalTest : public ::testing::Test {
     const std::string binary = dlock::test::cli_binary();
     if (binary.empty()) GTEST_SKIP() << "the dlock CLI is not built (no <build>/cli/dlock, no $DLOCK_CLI)";
     if (::access("/bin/bash", X_OK) != 0) GTEST_SKIP() << "no /bin/bash";
+    char tmpl[] = "/tmp/dlock-cli-terminal-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
     server.emplace();
     raw.emplace(*server);
     shell.emplace(std::filesystem::path(binary).parent_path().string(), server->url());
@@ -138,8 +142,30 @@ class CliTerminalTest : public ::testing::Test {
     shell.reset();
     raw.reset();
     server.reset();
+    if (!dir_.empty()) {
+      std::error_code ignored;
+      std::filesystem::remove_all(dir_, ignored);
+    }
   }
   bool held(const std::string& name) { return raw->cmd_int({"EXISTS", "dlock:{" + name + "}"}) == 1; }
+  std::string path(const std::string& file) const { return dir_ + "/" + file; }
+  // The pid a command wrote into `file`, once it has; 0 if it never does.
+  pid_t pid_in(const std::string& file) {
+    pid_t pid = 0;
+    eventually([&] {
+      std::ifstream in(path(file));
+      return static_cast<bool>(in >> pid);
+    }, 10s);
+    return pid;
+  }
+  static char state_of(pid_t pid) {
+    std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+    std::string stat((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    const auto paren = stat.rfind(')');
+    return paren == std::string::npos || paren + 2 >= stat.size() ? '\0' : stat[paren + 2];
+  }
+
+  std::string dir_;
 
   std::optional<RedisServer> server;
   std::optional<RawConnection> raw;
@@ -194,6 +220,46 @@ TEST_F(CliTerminalTest, CtrlZThenBgLeavesTheShellTheTerminal) {
   shell->send("wait; echo done-$((2 * 3))\n");
   ASSERT_TRUE(shell->wait_for("done-6", 15s)) << shell->output();
   EXPECT_FALSE(held("zbg")) << "the lock was not released after the command ended in the background";
+}
+
+// Ctrl-Z, `bg`, `fg`, Ctrl-Z again: the second Ctrl-Z stops the command too. After `fg` the
+// terminal went to dlock's group and stayed there (dlock had not been stopped, so nothing handed
+// it to the command); the second Ctrl-Z then stopped dlock and its watchdog alone, and the
+// command ran on while the lease ran out.
+TEST_F(CliTerminalTest, CtrlZAfterBgAndFgStopsTheCommandToo) {
+  shell->send("dlock run zz -- sh -c 'echo $$ > " + path("pid") + "; exec sleep 30'\n");
+  const pid_t pid = pid_in("pid");
+  ASSERT_GT(pid, 0) << shell->output();
+  std::this_thread::sleep_for(300ms);
+  shell->send("\x1a");
+  ASSERT_TRUE(eventually([&] { return state_of(pid) == 'T'; }, 10s)) << shell->output();
+  shell->send("bg\n");
+  ASSERT_TRUE(eventually([&] { return state_of(pid) == 'S' || state_of(pid) == 'R'; }, 10s)) << shell->output();
+  shell->send("fg\n");
+  std::this_thread::sleep_for(500ms);
+  shell->send("\x1a");
+  EXPECT_TRUE(eventually([&] { return state_of(pid) == 'T'; }, 10s))
+      << "the command runs on while dlock is stopped\n" << shell->output();
+  shell->send("fg\n");
+  std::this_thread::sleep_for(500ms);
+  shell->send("\x03");
+  shell->send("echo after-$((6 * 7))\n");
+  EXPECT_TRUE(shell->wait_for("after-42", 10s)) << shell->output();
+  EXPECT_TRUE(eventually([&] { return !held("zz"); }, 10s)) << "the lock was not released";
+}
+
+// A SIGINT sent to dlock (not Ctrl-C) is forwarded to the command and ends only it: dlock does
+// not pass it on to the script it runs in, as it does after a Ctrl-C (which the terminal would
+// have sent to that script too).
+TEST_F(CliTerminalTest, ASigintSentToDlockDoesNotEndTheScriptAroundIt) {
+  shell->send("sh -c 'dlock run fwd-int -- sh -c \"echo \\$PPID > " + path("dlock") +
+              "; exec sleep 30\"; echo \"after rc=$?\"'\n");
+  const pid_t dlock_pid = pid_in("dlock");
+  ASSERT_GT(dlock_pid, 0) << shell->output();
+  std::this_thread::sleep_for(300ms);
+  ASSERT_EQ(::kill(dlock_pid, SIGINT), 0);
+  EXPECT_TRUE(shell->wait_for("after rc=130", 10s)) << "the script was ended too\n" << shell->output();
+  EXPECT_TRUE(eventually([&] { return !held("fwd-int"); }, 10s));
 }
 
 }  // namespace
