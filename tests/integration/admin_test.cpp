@@ -139,6 +139,9 @@ TEST_F(AdminTest, ListeningHoldersLearnOfTheRevocationAtOnce) {
   EXPECT_EQ(r2->removed[0].count, 2);
   ASSERT_TRUE(eventually([&] { return held->lost() && take1->lost() && take2->lost(); }, scaled(3s)));
   EXPECT_LT(ms_since(t0), scaled(3s));
+  // A lease reads as lost a moment before its on_lost has run on the loop thread: wait for the calls.
+  ASSERT_TRUE(eventually([&] { return mutex_probe.calls.load() >= 1 && reentrant_probe.calls.load() >= 2; },
+                         scaled(3s)));
   EXPECT_EQ(mutex_probe.reason.load(), static_cast<int>(dlock::LossReason::taken));
   EXPECT_EQ(reentrant_probe.calls.load(), 2) << "each take of the hold is told once";
 }
@@ -218,6 +221,8 @@ TEST_F(AdminTest, RwReadersWriterIntentAndForcedUnlock) {
   EXPECT_EQ(after.holders[0].mode, LockHolder::Mode::write);
   EXPECT_EQ(after.holders[0].owner, w->owner());
   ASSERT_TRUE(eventually([&] { return read1->lost() && read2->lost(); }, scaled(3s)));
+  // Each reader's on_lost runs a moment after its lease reads as lost: wait for both calls.
+  ASSERT_TRUE(eventually([&] { return readers_probe.calls.load() >= 2; }, scaled(3s)));
   EXPECT_EQ(readers_probe.calls.load(), 2);
 }
 
