@@ -317,7 +317,7 @@ WaitOutcome wait_for_lock(Context& ctx, LockTarget& target, std::optional<millis
       if (seen == Seen::free) {
         // The try in flight at the deadline was abandoned (a wait shorter than a round trip, or
         // a server that stalled at its end), and the lock is free: one more try, awaited, as
-        // --no-wait makes, so that a wait never does worse than no wait. `--wait 1ms` on a free
+        // --no-wait does, so that a wait never does worse than no wait. `--wait 1ms` on a free
         // lock exited 69, "the server stalled".
         WaitOutcome again = wait_for_lock(ctx, target, milliseconds(0), signals);
         again.waited = milliseconds(ms_since(started));

@@ -38,6 +38,14 @@ void print_version(const Context& ctx) {
   }
 }
 
+bool is_command_word(const std::string& word) {
+  if (word == "help" || word == "version") return true;
+  for (const auto& c : kCommands) {
+    if (word == c.name) return true;
+  }
+  return false;
+}
+
 int run_cli(Context& ctx, const std::vector<std::string>& argv) {
   // Global options come before the command word (and are also accepted after it).
   std::size_t i = 0;
@@ -45,7 +53,16 @@ int run_cli(Context& ctx, const std::vector<std::string>& argv) {
   while (i < argv.size() && argv[i].size() > 1 && argv[i][0] == '-' && argv[i] != "--") {
     before.push_back(argv[i]);
     const bool takes_value = argv[i] == "--redis" || argv[i] == "--redlock" || argv[i] == "--prefix";
-    if (takes_value && i + 1 < argv.size()) before.push_back(argv[++i]);
+    if (takes_value && i + 1 < argv.size()) {
+      // `dlock --redis run job -- cmd` (the URL left out) would take "run" as the URL and then
+      // call "job" an unknown command: name the real mistake instead.
+      const std::string& value = argv[i + 1];
+      if (is_command_word(value) && (i + 2 >= argv.size() || !is_command_word(argv[i + 2]))) {
+        throw UsageError(argv[i] + " needs a value before the command word '" + value + "' (as in 'dlock " +
+                         argv[i] + " VALUE " + value + " ...')");
+      }
+      before.push_back(argv[++i]);
+    }
     ++i;
   }
   auto specs = global_option_specs();
