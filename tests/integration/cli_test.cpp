@@ -466,6 +466,17 @@ TEST_F(CliTest, UsageErrorsExit64) {
   }
   auto bad_url = dlock({"--redis", "http://nope", "status", "x"}, {}, /*with_url=*/false);
   EXPECT_EQ(bad_url.exit_code, 64) << describe(bad_url);
+  // A global option's value left out: the command word is not taken for the URL (that said
+  // "unknown command 'job'"); a prefix that happens to be a command word still works.
+  auto no_url = dlock({"--redis", "run", "job", "--", "true"}, {}, /*with_url=*/false);
+  EXPECT_EQ(no_url.exit_code, 64) << describe(no_url);
+  EXPECT_NE(no_url.err.find("--redis needs a value before the command word 'run'"), std::string::npos)
+      << describe(no_url);
+  auto no_prefix = dlock({"--prefix", "list"});
+  EXPECT_NE(no_prefix.err.find("--prefix needs a value before the command word 'list'"), std::string::npos)
+      << describe(no_prefix);
+  auto word_as_prefix = dlock({"--prefix", "run", "status", "job"});
+  EXPECT_EQ(word_as_prefix.exit_code, 0) << describe(word_as_prefix);
   // A TTL with no room even for --grace 0 is named as the problem, with the least that works
   // (it said "--grace 0s must be shorter than --ttl 100ms (at most 0s)"); that least works.
   auto short_ttl = dlock({"run", "x", "--ttl", "100ms", "--grace", "0", "--", "true"});
