@@ -42,6 +42,7 @@ void Connection::start() {
 void Connection::connect() {
   ++generation_;
   tls_handshaking_ = false;
+  write_error_.reset();
   scripts_sent_.clear();  // the server may be another one (restart, failover): scripts again
   const unsigned gen = generation_;
   reader_ = std::make_unique<RespReader>();
@@ -229,8 +230,14 @@ void Connection::schedule_flush() {
   });
 }
 
+// A write that failed this way leaves the end of the connection to the outstanding read (see
+// flush).
+static bool ends_at_the_read(const std::error_code& ec) {
+  return ec == asio::error::connection_reset || ec == asio::error::broken_pipe;
+}
+
 void Connection::flush() {
-  if (writing_ || wbuf_.empty()) return;
+  if (writing_ || write_error_ || wbuf_.empty()) return;
   if (state_ != State::ready && state_ != State::handshaking) return;
   writing_ = true;
   wbuf_writing_.clear();
@@ -239,6 +246,17 @@ void Connection::flush() {
                      [this, self = shared_from_this(), gen = generation_](std::error_code ec, std::size_t) {
                       if (gen != generation_) return;
                       writing_ = false;
+                      if (ec && ends_at_the_read(ec)) {
+                        // The peer reset the connection, and it usually said why first: a TLS
+                        // alert (under TLS 1.3 "certificate required" comes only after the
+                        // client's handshake is done, when its first command is on the way)
+                        // or an error reply ("max number of clients reached"). That reason is
+                        // in the receive buffer, where the read that is always outstanding
+                        // finds it at once: a reset socket reads its data, then EOF. So the
+                        // read ends the connection, and this error is only its fallback.
+                        write_error_ = io_error("write to", ec);
+                        return;
+                      }
                       if (ec) return fail(io_error("write to", ec), true);
                       flush();
                     });
@@ -249,7 +267,11 @@ void Connection::read() {
                                                    std::error_code ec, std::size_t n) {
     if (gen != generation_) return;
     if (ec) {
-      if (Stream::is_closed_by_peer(ec)) return fail(Error(errc::connection, name_ + " closed the connection"), true);
+      if (Stream::is_closed_by_peer(ec)) {
+        // After a reset write, the read found no reason before the end: the write's error says more.
+        if (write_error_) return fail(*write_error_, true);
+        return fail(Error(errc::connection, name_ + " closed the connection"), true);
+      }
       return fail(io_error("read from", ec), true);
     }
     if (auto fed = reader_->feed(rbuf_.data(), n); !fed) return fail(fed.error(), true);
@@ -344,6 +366,7 @@ void Connection::fail(Error why, bool reconnect) {
   timeout_timer_.cancel();
   timeout_armed_ = false;
   writing_ = false;
+  write_error_.reset();
   flush_scheduled_ = false;
   wbuf_.clear();
   last_error_ = why;

@@ -23,6 +23,7 @@
 #include <asio/generic/stream_protocol.hpp>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -129,6 +130,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::string wbuf_;
   std::string wbuf_writing_;
   bool writing_ = false;
+  // Set when a write found the connection reset: the outstanding read ends the connection,
+  // with the peer's reason if it sent one first (see flush). Nothing more is written.
+  std::optional<Error> write_error_;
   bool flush_scheduled_ = false;
   std::array<char, 16384> rbuf_{};
   std::unique_ptr<RespReader> reader_;
