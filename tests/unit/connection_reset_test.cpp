@@ -57,7 +57,9 @@ class Listener {
 
 // Sends `bytes`, then closes with SO_LINGER 0: the peer receives the bytes, then a reset.
 void say_then_reset(int fd, const std::string& bytes) {
-  ASSERT_EQ(::send(fd, bytes.data(), bytes.size(), 0), static_cast<ssize_t>(bytes.size()));
+  if (!bytes.empty()) {
+    ASSERT_EQ(::send(fd, bytes.data(), bytes.size(), 0), static_cast<ssize_t>(bytes.size()));
+  }
   linger l{1, 0};
   ASSERT_EQ(::setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, sizeof l), 0);
   ::close(fd);
@@ -80,74 +82,68 @@ bool run_until(asio::io_context& io, const std::function<bool()>& done) {
   return done();
 }
 
-TEST(ConnectionResetTest, TheReasonSentBeforeAResetReachesTheCommandWhoseWriteMetTheReset) {
-  Listener server;
-  asio::io_context io;
-  dlock::ClientOptions options;
-  options.client_name.clear();  // no handshake commands: ready as soon as TCP is up
-  auto address = dlock::parse_url("redis://127.0.0.1:" + std::to_string(server.port()));
-  ASSERT_TRUE(address.ok()) << address.error().what();
-  StateLog log;
-  auto conn = std::make_shared<Connection>(io, *address, options, &log, false);
-  conn->start();
-  ASSERT_TRUE(run_until(io, [&] { return conn->state() == Connection::State::ready; }));
-  const int peer = server.accept();
-  ASSERT_GE(peer, 0);
-  io.restart();
-  io.poll();  // the loop has nothing left to do: its read waits on the socket
+// A Connection, ready on a socket whose server side the test holds (`peer`), with the loop idle.
+class ConnectionResetTest : public testing::Test {
+ protected:
+  void SetUp() override {
+    options_.client_name.clear();  // no handshake commands: ready as soon as TCP is up
+    auto address = dlock::parse_url("redis://127.0.0.1:" + std::to_string(server_.port()));
+    ASSERT_TRUE(address.ok()) << address.error().what();
+    conn_ = std::make_shared<Connection>(io_, *address, options_, &log_, false);
+    conn_->start();
+    ASSERT_TRUE(run_until(io_, [&] { return conn_->state() == Connection::State::ready; }));
+    peer_ = server_.accept();
+    ASSERT_GE(peer_, 0);
+    io_.restart();
+    io_.poll();  // the loop has nothing left to do: its read waits on the socket
+  }
+  void TearDown() override {
+    if (conn_) conn_->close(dlock::Error(dlock::errc::connection, "test over"));
+    io_.restart();
+    io_.poll();
+  }
+  // Sends PING and runs the loop until its handler ran.
+  Result<Reply> ping() {
+    std::optional<Result<Reply>> got;
+    conn_->send(Command{dlock::detail::format_command({"PING"}), [&](Result<Reply> r) { got = std::move(r); }});
+    if (!run_until(io_, [&] { return got.has_value(); })) {
+      return dlock::Error(dlock::errc::timeout, "PING got no answer");
+    }
+    return std::move(*got);
+  }
 
+  Listener server_;
+  asio::io_context io_;
+  dlock::ClientOptions options_;
+  StateLog log_;
+  std::shared_ptr<Connection> conn_;
+  int peer_ = -1;
+};
+
+TEST_F(ConnectionResetTest, TheReasonSentBeforeAResetReachesTheCommandWhoseWriteMetTheReset) {
   // The peer answers and resets in a handler that runs after the loop last looked at the
   // socket and before the command's write: the write meets the reset, and only then does the
   // loop see the answer waiting to be read. This is how the server's TLS 1.3 alert
   // "certificate required" raced dlock's first command (TlsTest.ClientCertificateRequired).
-  std::optional<Result<Reply>> got;
-  asio::post(io, [&] { say_then_reset(peer, "-ERR max number of clients reached\r\n"); });
-  conn->send(Command{dlock::detail::format_command({"PING"}), [&](Result<Reply> r) { got = std::move(r); }});
-  ASSERT_TRUE(run_until(io, [&] { return got.has_value(); }));
-  ASSERT_TRUE(got->ok()) << "the command failed with '" << got->error().what()
-                         << "' instead of getting the peer's answer";
-  EXPECT_TRUE((*got)->is_error());
-  EXPECT_EQ((*got)->str(), "ERR max number of clients reached");
+  asio::post(io_, [&] { say_then_reset(peer_, "-ERR max number of clients reached\r\n"); });
+  auto got = ping();
+  ASSERT_TRUE(got.ok()) << "the command failed with '" << got.error().what()
+                        << "' instead of getting the peer's answer";
+  EXPECT_TRUE(got->is_error());
+  EXPECT_EQ(got->str(), "ERR max number of clients reached");
 
   // With nothing more to read, the connection ends on the write's error.
-  ASSERT_TRUE(run_until(io, [&] { return log.down_because.has_value(); }));
-  EXPECT_NE(log.down_because->find("write to"), std::string::npos) << *log.down_because;
-  EXPECT_NE(log.down_because->find("reset"), std::string::npos) << *log.down_because;
-  conn->close(dlock::Error(dlock::errc::connection, "test over"));
-  io.restart();
-  io.poll();
+  ASSERT_TRUE(run_until(io_, [&] { return log_.down_because.has_value(); }));
+  EXPECT_NE(log_.down_because->find("write to"), std::string::npos) << *log_.down_because;
+  EXPECT_NE(log_.down_because->find("reset"), std::string::npos) << *log_.down_because;
 }
 
-TEST(ConnectionResetTest, AResetWithNoReasonEndsTheConnectionOnTheWriteError) {
-  Listener server;
-  asio::io_context io;
-  dlock::ClientOptions options;
-  options.client_name.clear();
-  auto address = dlock::parse_url("redis://127.0.0.1:" + std::to_string(server.port()));
-  ASSERT_TRUE(address.ok()) << address.error().what();
-  StateLog log;
-  auto conn = std::make_shared<Connection>(io, *address, options, &log, false);
-  conn->start();
-  ASSERT_TRUE(run_until(io, [&] { return conn->state() == Connection::State::ready; }));
-  const int peer = server.accept();
-  ASSERT_GE(peer, 0);
-  io.restart();
-  io.poll();
-
-  std::optional<Result<Reply>> got;
-  asio::post(io, [&] {
-    linger l{1, 0};
-    ::setsockopt(peer, SOL_SOCKET, SO_LINGER, &l, sizeof l);
-    ::close(peer);
-  });
-  conn->send(Command{dlock::detail::format_command({"PING"}), [&](Result<Reply> r) { got = std::move(r); }});
-  ASSERT_TRUE(run_until(io, [&] { return got.has_value(); }));
-  ASSERT_FALSE(got->ok());
-  EXPECT_EQ(got->code(), dlock::errc::connection);
-  EXPECT_NE(got->error().what().find("reset"), std::string::npos) << got->error().what();
-  conn->close(dlock::Error(dlock::errc::connection, "test over"));
-  io.restart();
-  io.poll();
+TEST_F(ConnectionResetTest, AResetWithNoReasonEndsTheConnectionOnTheWriteError) {
+  asio::post(io_, [&] { say_then_reset(peer_, ""); });
+  auto got = ping();
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.code(), dlock::errc::connection);
+  EXPECT_NE(got.error().what().find("reset"), std::string::npos) << got.error().what();
 }
 
 }  // namespace
