@@ -47,13 +47,17 @@ end
 -- The reader carries the current writer epoch: the counter's value, seeded from the server's
 -- clock in microseconds when missing (as for Mutex) so tokens keep rising after data loss.
 -- Read before any write: a counter that is no number would otherwise leave this reader's hold
--- in place behind a reply without a token, which the client cannot use nor release.
+-- in place behind a reply without a token, which the client cannot use nor release. A counter
+-- is a decimal integer as the writers' INCR reads one (no '+', leading zeros or spaces; checked
+-- up to 19 digits, not against 2^63 exactly), and not negative, as tokens are unsigned.
+-- tonumber() alone passed '1e5', '0x10' or 'inf', which INCR then refuses: readers held
+-- tokens that writers could not follow.
 local epoch = redis.pcall('GET', KEYS[4])
 if failed(epoch) then return wrong_type(KEYS[4]) end
 if not epoch then
   epoch = t[1] .. string.format('%06d', tonumber(t[2]))
   redis.call('SET', KEYS[4], epoch)
-elseif not tonumber(epoch) then
+elseif not (epoch == '0' or (#epoch <= 19 and string.match(epoch, '^[1-9]%d*$'))) then
   return {-1, 'string (not a counter) at ' .. KEYS[4]}
 end
 local ttl = tonumber(ARGV[2])

@@ -16,6 +16,7 @@
 #include <optional>
 #include <shared_mutex>
 #include <string>
+#include <string_view>
 #include <system_error>
 #include <thread>
 #include <vector>
@@ -868,6 +869,20 @@ TEST_F(SharedMutexTest, AFenceThatIsNoCounterIsRefusedBeforeAnyHoldIsWritten) {
   }
   EXPECT_EQ(raw->cmd_int({"EXISTS", key_of("bad-fence")}), 0) << "a writer's hold was left behind";
 
+  // Strings Lua's tonumber() reads as numbers but the writers' INCR refuses: a reader must not
+  // take a token from them that no writer can follow. Nor from a negative counter (tokens are
+  // unsigned), which INCR itself would count on.
+  for (const char* lookalike : {"1e5", "0x10", "inf", "1.5", " 7", "+7", "007", "-3"}) {
+    ASSERT_EQ(raw->cmd({"SET", key_of("bad-fence") + ":fence", lookalike}), "OK");
+    auto looked = m.acquire_shared(no_wait());
+    EXPECT_EQ(looked.code(), wrong) << "'" << lookalike << "': "
+                                    << (looked.ok() ? std::string("acquired") : looked.error().what());
+    EXPECT_EQ(raw->cmd_int({"EXISTS", key_of("bad-fence") + ":readers"}), 0) << lookalike;
+    if (std::string_view(lookalike) != "-3") {
+      EXPECT_EQ(m.acquire(no_wait()).code(), wrong) << lookalike;
+    }
+  }
+
   ASSERT_EQ(raw->cmd_int({"DEL", key_of("bad-fence") + ":fence"}), 1);
   ASSERT_EQ(raw->cmd_int({"LPUSH", key_of("bad-fence") + ":fence", "1"}), 1);
   auto listed = m.acquire_shared(no_wait());
@@ -877,6 +892,15 @@ TEST_F(SharedMutexTest, AFenceThatIsNoCounterIsRefusedBeforeAnyHoldIsWritten) {
   }
   EXPECT_EQ(raw->cmd_int({"EXISTS", key_of("bad-fence") + ":readers"}), 0);
   EXPECT_EQ(m.acquire(no_wait()).code(), wrong);
+
+  // Counters are taken as they are, zero included.
+  for (const char* counter : {"0", "42", "1764979200123456"}) {
+    ASSERT_EQ(raw->cmd({"SET", key_of("bad-fence") + ":fence", counter}), "OK");
+    auto read = m.acquire_shared(no_wait());
+    ASSERT_TRUE(read.ok()) << counter << ": " << read.error().what();
+    EXPECT_EQ(read->token().value, std::stoull(counter)) << counter;
+    EXPECT_TRUE(read->release().ok());
+  }
 
   ASSERT_EQ(raw->cmd_int({"DEL", key_of("bad-fence") + ":fence"}), 1);
   auto fine = m.acquire_shared(no_wait());
