@@ -8,7 +8,10 @@
 //                  watchdog renews them together by moving their scores forward. Every acquire
 //                  first removes expired entries: that is how a dead holder's permits come back.
 //   P{N}:limit     string: the number of permits N. No TTL. Written by the first acquisition when
-//                  absent (from the constructor's `permits`), and by set_permits().
+//                  absent (from the constructor's `permits`), and by set_permits(). A value
+//                  there that is no count (decimal digits only) is refused with
+//                  errc::wrong_type by acquisitions, permits() and available(), never
+//                  overwritten; set_permits() replaces it.
 //   P{N}:fence     string: counter numbering acquisitions (no TTL, never deleted).
 //   P{N}:released  zset: owner token -> when it released (server ms), so that a retried
 //                  release is recognised: the newest 10,000 releases of the last
@@ -133,8 +136,11 @@ class Semaphore {
   // Errors: wrong_type, connection, timeout, auth, server, called_from_event_loop.
   Result<void> set_permits(std::size_t n);
   // permits(): the limit stored in Redis (the constructor's when none is stored yet).
+  // Errors: wrong_type (a key of another type, or a stored limit that is no count), connection,
+  // timeout, auth, server, called_from_event_loop.
   Result<std::size_t> permits() const;
   // available(): permits free now: the limit minus the live permits (0 when over the limit).
+  // Errors as permits().
   Result<std::size_t> available() const;
 
   const std::string& name() const noexcept { return name_; }

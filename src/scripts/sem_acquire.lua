@@ -16,7 +16,8 @@
 --                      permit expires unless renewed (bounds that waiter's sleep)
 --          {0, pttl}   not enough free permits; pttl: when enough would expire unless renewed
 --                      (-1: never, k exceeds the limit)
---          {-1, type, key}  a key holds a value of another type or kind
+--          {-1, type, key}  a key holds a value of another type or kind (also a limit or a
+--                      counter that is no count)
 --
 -- Types are checked only where a key of another type shows up: the first command on each key is
 -- a pcall whose WRONGTYPE error is answered with the key's TYPE. That keeps the error and saves
@@ -35,8 +36,16 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 if type(redis.pcall('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)) == 'table' then return wrong_type(KEYS[2]) end
 local stored = redis.pcall('GET', KEYS[3])
 if type(stored) == 'table' and stored.err then return wrong_type(KEYS[3]) end
-local limit = tonumber(stored)
-if not limit then
+local limit
+if stored then
+  -- A limit is a count as set_permits() stores it. Anything else someone wrote there is refused,
+  -- not overwritten: '1e5', '2.5' or 'abc' are not this library's, and may be someone's mistake
+  -- that set_permits() can repair once seen. (Only a missing limit takes the caller's.)
+  if #stored > 15 or not string.match(stored, '^%d+$') then
+    return {-1, 'string (not a limit)', KEYS[3]}
+  end
+  limit = tonumber(stored)
+else
   limit = tonumber(ARGV[4])
   redis.call('SET', KEYS[3], ARGV[4])
 end

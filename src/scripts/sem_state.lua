@@ -4,6 +4,7 @@
 -- KEYS[2]  P{N}:permits   zset: permit id -> expiry (server ms)
 -- KEYS[3]  P{N}:limit     string: the limit
 -- Reply:   {limit (-1: none stored yet), live permits}; a WRONGTYPE error for keys of another type
+--          and for a limit that is no count
 local base = redis.call('TYPE', KEYS[1])['ok']
 if base ~= 'none' and (base ~= 'hash' or redis.call('HGET', KEYS[1], 'kind') ~= 'Semaphore') then
   return redis.error_reply('WRONGTYPE ' .. KEYS[1] .. ' is a ' .. base .. ' of another lock kind')
@@ -16,6 +17,10 @@ local function wrong_type(key)
 end
 local stored = redis.pcall('GET', KEYS[3])
 if type(stored) == 'table' then return wrong_type(KEYS[3]) end
+-- A limit that is no count (sem_acquire.lua refuses it too): named, not read as a number.
+if stored and (#stored > 15 or not string.match(stored, '^%d+$')) then
+  return redis.error_reply('WRONGTYPE ' .. KEYS[3] .. ' holds a string that is not a limit (a count)')
+end
 local live = redis.pcall('ZCOUNT', KEYS[2], '(' .. now, '+inf')
 if type(live) == 'table' then return wrong_type(KEYS[2]) end
 return {tonumber(stored or '-1'), live}

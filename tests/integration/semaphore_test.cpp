@@ -769,6 +769,43 @@ TEST_F(SemaphoreTest, AFenceThatIsNoCounterIsRefusedByName) {
   EXPECT_EQ(raw->cmd_int({"ZCARD", sem.key() + ":permits"}), 0) << "a permit was taken";
 }
 
+// A stored limit that is no count (someone's hand, another tool) is refused by name and left as
+// it was: acquire() used to overwrite it with the constructor's permits, available() to fail
+// with an unreadable reply. set_permits() is how it is repaired.
+TEST_F(SemaphoreTest, AStoredLimitThatIsNoCountIsRefusedByNameAndKept) {
+  const auto wrong = make_error_code(dlock::errc::wrong_type);
+  dlock::Semaphore sem(*client, "bad-limit", 2);
+  for (const char* stored : {"abc", "1e5", "2.5", "-1", " 3", "0x10", ""}) {
+    ASSERT_EQ(raw->cmd({"SET", sem.key() + ":limit", stored}), "OK");
+    auto r = sem.acquire(1, no_wait());
+    EXPECT_EQ(r.code(), wrong) << "'" << stored << "': " << (r.ok() ? std::string("acquired") : r.error().what());
+    if (!r.ok()) {
+      EXPECT_NE(r.error().what().find(":limit"), std::string::npos) << "names the key: " << r.error().what();
+      EXPECT_NE(r.error().what().find("not a limit"), std::string::npos) << r.error().what();
+    }
+    EXPECT_EQ(raw->cmd_int({"ZCARD", sem.key() + ":permits"}), 0) << "'" << stored << "': a permit was taken";
+    EXPECT_EQ(raw->cmd({"GET", sem.key() + ":limit"}), stored) << "the stored limit was overwritten";
+    auto avail = sem.available();
+    EXPECT_EQ(avail.code(), wrong) << "'" << stored << "': "
+                                   << (avail.ok() ? std::to_string(*avail) : avail.error().what());
+    if (!avail.ok()) {
+      EXPECT_NE(avail.error().what().find("not a limit"), std::string::npos) << avail.error().what();
+    }
+    EXPECT_EQ(sem.permits().code(), wrong) << stored;
+  }
+  // A count is a count, leading zeros and all; set_permits() repairs a bad one.
+  ASSERT_EQ(raw->cmd({"SET", sem.key() + ":limit", "03"}), "OK");
+  auto three = sem.permits();
+  ASSERT_TRUE(three.ok()) << three.error().what();
+  EXPECT_EQ(*three, 3u);
+  ASSERT_EQ(raw->cmd({"SET", sem.key() + ":limit", "abc"}), "OK");
+  ASSERT_TRUE(sem.set_permits(1).ok());
+  auto one = sem.acquire(1, no_wait());
+  ASSERT_TRUE(one.ok()) << one.error().what();
+  EXPECT_EQ(sem.acquire(1, no_wait()).code(), make_error_code(dlock::errc::busy)) << "the repaired limit of 1";
+  EXPECT_TRUE(one->release().ok());
+}
+
 // ---------------------------------------------------------------------- the name's claim
 
 dlock::LeaseOptions fixed(milliseconds ttl) {
