@@ -41,7 +41,7 @@ if stored then
   -- A limit is a count as set_permits() stores it. Anything else someone wrote there is refused,
   -- not overwritten: '1e5', '2.5' or 'abc' are not this library's, and may be someone's mistake
   -- that set_permits() can repair once seen. (Only a missing limit takes the caller's.)
-  if #stored > 15 or not string.match(stored, '^%d+$') then
+  if not string.match(stored, '^%d+$') then
     return {-1, 'string (not a limit)', KEYS[3]}
   end
   limit = tonumber(stored)

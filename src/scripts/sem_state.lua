@@ -18,7 +18,7 @@ end
 local stored = redis.pcall('GET', KEYS[3])
 if type(stored) == 'table' then return wrong_type(KEYS[3]) end
 -- A limit that is no count (sem_acquire.lua refuses it too): named, not read as a number.
-if stored and (#stored > 15 or not string.match(stored, '^%d+$')) then
+if stored and not string.match(stored, '^%d+$') then
   return redis.error_reply('WRONGTYPE ' .. KEYS[3] .. ' holds a string that is not a limit (a count)')
 end
 local live = redis.pcall('ZCOUNT', KEYS[2], '(' .. now, '+inf')

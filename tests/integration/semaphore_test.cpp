@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <future>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -804,6 +805,14 @@ TEST_F(SemaphoreTest, AStoredLimitThatIsNoCountIsRefusedByNameAndKept) {
   ASSERT_TRUE(one.ok()) << one.error().what();
   EXPECT_EQ(sem.acquire(1, no_wait()).code(), make_error_code(dlock::errc::busy)) << "the repaired limit of 1";
   EXPECT_TRUE(one->release().ok());
+
+  // However long: a limit of SIZE_MAX ("no limit" to some callers) is a count too.
+  dlock::Semaphore unbounded(*client, "huge-limit", std::numeric_limits<std::size_t>::max());
+  auto first = unbounded.acquire(1, no_wait());
+  ASSERT_TRUE(first.ok()) << first.error().what();
+  EXPECT_EQ(raw->cmd({"GET", unbounded.key() + ":limit"}), std::to_string(std::numeric_limits<std::size_t>::max()));
+  auto second = unbounded.acquire(1, no_wait());
+  EXPECT_TRUE(second.ok()) << "the stored limit was read as no count: " << second.error().what();
 }
 
 // ---------------------------------------------------------------------- the name's claim
