@@ -49,7 +49,7 @@ struct FencedWrite {
 // Atomically: if `token` >= the highest token stored with `key`, store `value` and make
 // `token` the highest; otherwise change nothing. The resource is a hash at `key` with fields
 // `value` and `fence`. Blocks for one round trip. Errors: connection, timeout, wrong_type (the
-// key is not such a hash), invalid_argument (a zero token), auth, script,
+// key is not such a hash, or its `fence` holds no token), invalid_argument (a zero token), auth, script,
 // called_from_event_loop. Tokens are compared as Lua numbers: exact below 2^53, which dlock's
 // microsecond-seeded counters stay below for centuries.
 Result<FencedWrite> fenced_set(Client& client, std::string_view key, std::string_view value,

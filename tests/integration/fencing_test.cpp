@@ -194,7 +194,7 @@ TEST_F(FencingTest, StaleHolderIsFencedOffByNextHolder) {
   EXPECT_TRUE(b->release().ok());
 }
 
-// 18c. Errors: a zero token; a key of another type.
+// 18c. Errors: a zero token; a key of another type; a 'fence' field that is no token.
 TEST_F(FencingTest, FencedSetErrors) {
   auto zero = dlock::fenced_set(*client, "res", "v", FencingToken{0});
   EXPECT_EQ(zero.code(), make_error_code(dlock::errc::invalid_argument)) << zero.error().what();
@@ -210,6 +210,20 @@ TEST_F(FencingTest, FencedSetErrors) {
   ASSERT_EQ(raw->cmd_int({"RPUSH", "list", "x"}), 1);
   auto wrong_list = dlock::fenced_set(*client, "list", "v", FencingToken{7});
   EXPECT_EQ(wrong_list.code(), make_error_code(dlock::errc::wrong_type)) << wrong_list.error().what();
+
+  // A hash whose 'fence' is no token was not written by fenced_set(): refused by name, and left
+  // as it was (it used to end in a Lua comparison error, or to compare '1e5' as 100000).
+  for (const char* fence : {"abc", "1e5", "-3", "2.5", ""}) {
+    ASSERT_GE(raw->cmd_int({"HSET", "odd", "value", "kept", "fence", fence}), 0);
+    auto odd = dlock::fenced_set(*client, "odd", "v", FencingToken{7});
+    EXPECT_EQ(odd.code(), make_error_code(dlock::errc::wrong_type))
+        << "'" << fence << "': " << (odd.ok() ? std::string("answered, no error") : odd.error().what());
+    if (!odd.ok()) {
+      EXPECT_NE(odd.error().what().find("fencing token"), std::string::npos) << odd.error().what();
+    }
+    EXPECT_EQ(raw->cmd({"HGET", "odd", "value"}), "kept") << fence;
+    EXPECT_EQ(raw->cmd({"HGET", "odd", "fence"}), fence);
+  }
 }
 
 }  // namespace
