@@ -679,9 +679,14 @@ TEST_F(RedlockTest, FencingTokensKeepRisingWhenEveryNodeRestartsEmpty) {
   const std::uint64_t second = next_token();
   EXPECT_GT(second, first);
   // Counters are exact integers, not Lua's rounded doubles (a 16-digit token that went through
-  // tostring() came back as '1.7646123451235e+15').
+  // tostring() came back as '1.7646123451235e+15'). A node outside the majority may run its
+  // acquire after the holder has returned (nothing waits for it; seen once as '(nil)' here), so
+  // each counter is awaited first.
   for (std::size_t i = 0; i < N; ++i) {
-    const std::string counter = group.raw(i).cmd({"GET", key_of("all-empty") + ":fence"});
+    const std::string fence = key_of("all-empty") + ":fence";
+    EXPECT_TRUE(eventually([&] { return group.raw(i).cmd_int({"EXISTS", fence}) == 1; }, scaled(2000ms)))
+        << "node " << i << " never got a counter";
+    const std::string counter = group.raw(i).cmd({"GET", fence});
     EXPECT_EQ(counter.find_first_not_of("0123456789"), std::string::npos) << "node " << i << ": " << counter;
   }
   for (std::size_t i = 0; i < N; ++i) group.restart_empty(i);
