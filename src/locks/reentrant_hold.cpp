@@ -111,10 +111,12 @@ class ReentrantHold {
   bool live() const noexcept { return record && record->state() == LeaseRecord::State::held; }
 
   // Loop thread (the hold record's events): every take still held learns what its hold did.
+  // A take under release is left to its release's reply, as a Mutex lease is: the hold's
+  // renewal may have crossed the last take's release and found the key it deleted (no loss).
   void lost(LossReason why) {
     for (auto& weak : takes) {
       auto take = weak.lock();
-      if (!take || !take->mark_lost(why)) continue;
+      if (!take || !take->mark_lost_if_held(why)) continue;
       if (take->events.on_lost) take->events.on_lost(why);
     }
   }

@@ -250,6 +250,15 @@ class LeaseRecord final : public Notifier::Listener, public std::enable_shared_f
     State s = State::releasing;
     return state_.compare_exchange_strong(s, State::held);
   }
+  // held -> lost only: a loss that another record's command found (a ReentrantMutex hold's
+  // renewal, for its takes) leaves a take under release to its release's own reply, which
+  // tells whether the lock was still ours. True for exactly one caller, who must report it.
+  bool mark_lost_if_held(LossReason why) noexcept {
+    State s = State::held;
+    if (!state_.compare_exchange_strong(s, State::lost)) return false;
+    reason_.store(static_cast<int>(why));
+    return true;
+  }
   // held (or releasing) -> lost. True for exactly one caller, who must then report the loss.
   bool mark_lost(LossReason why) noexcept {
     State s = state_.load();

@@ -44,6 +44,7 @@ using dlock::ReentrantMutex;
 using dlock::test::ChildProcess;
 using dlock::test::eventually;
 using dlock::test::ms_since;
+using dlock::test::scaled;
 using dlock::test::RawConnection;
 using SteadyClock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
@@ -426,6 +427,46 @@ TEST_F(ReentrantMutexTest, RenewalKeepsAReTakenHoldAliveOncePerInterval) {
   std::this_thread::sleep_for(250ms);  // would a renewal re-create it?
   EXPECT_EQ(exists(m.key()), 0);
   EXPECT_EQ(probe.calls.load(), 0);
+}
+
+// A renewal of the hold that reaches Redis after the last take's release finds the key gone:
+// that is the release, not a loss, and the take being released learns its outcome from its
+// release alone (as a Mutex lease does). CLIENT PAUSE WRITE holds the release back long enough
+// for the watchdog to send a renewal behind it (TTL 300 ms: renewed every 100 ms, paused
+// 150 ms). Seen in ASan CI before the fix: on_lost ran once for a take whose release() had
+// succeeded.
+TEST_F(ReentrantMutexTest, ARenewalBehindTheLastReleaseIsNoLoss) {
+  LossProbe probe;
+  auto opts = with_lease(dlock::LeaseMode::watchdog, 300ms);
+  probe.attach(opts.lease);
+  // The caller sleeps while the Client's thread reads both replies, so the renewal's is often
+  // handled before the caller has finished its release (about 1 time in 5 here; with the
+  // defaults the caller runs the loop itself and mostly finishes first). Hence the rounds.
+  dlock::ClientOptions co;
+  co.callers_run_loop = false;
+  co.busy_poll = std::chrono::microseconds(0);
+  dlock::Client sleepy(server->url(), co);
+  ReentrantMutex m(sleepy, "renewal-behind-release", opts);
+  for (int round = 0; round < 15; ++round) {
+    auto outer = m.acquire();
+    ASSERT_TRUE(outer.ok()) << outer.error().what();
+    auto inner = m.acquire();
+    ASSERT_TRUE(inner.ok()) << inner.error().what();
+    ASSERT_TRUE(outer->release().ok());
+
+    const long long scripts_before = script_calls(*raw);
+    ASSERT_EQ(raw->cmd({"CLIENT", "PAUSE", "150", "WRITE"}), "OK");
+    auto released = inner->release();
+    ASSERT_TRUE(released.ok()) << "round " << round << ": " << released.error().what();
+    ASSERT_EQ(exists(m.key()), 0);
+    // The release and a renewal behind it have run on the server; the Client handles the
+    // renewal's reply within milliseconds of that.
+    ASSERT_TRUE(eventually([&] { return script_calls(*raw) - scripts_before >= 2; }, scaled(2000ms)))
+        << "round " << round << ": no renewal went out during the pause";
+    std::this_thread::sleep_for(30ms);
+    ASSERT_FALSE(inner->lost()) << "round " << round << ": a released take reads as lost";
+    ASSERT_EQ(probe.calls.load(), 0) << "round " << round << ": a released take was told it lost the lock";
+  }
 }
 
 // A fixed-TTL hold ends at its TTL whatever its count; every take is told, and a re-take did
