@@ -15,6 +15,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -86,7 +87,10 @@ class Lease {
   // returns its outcome: success when the key was deleted (a Redlock: on its home node),
   // lock_lost when it was no longer ours, shutdown when the release got no answer. Called from
   // an event-loop thread then, it leaves the lease to the shutdown and returns
-  // called_from_event_loop.
+  // called_from_event_loop. A release() from an event-loop thread (a callback, or a Lease
+  // destroyed there) is sent but cannot wait: it returns called_from_event_loop, and if its
+  // reply finds the lock lost, on_lost runs (nobody else would be told); async_release()
+  // gives a callback the outcome instead.
   // If release() is the first to find the lease lost, it returns lock_lost and on_lost does
   // not run (the caller is told directly).
   // Not guaranteed: a retried release that finds the lock neither held nor marked as released
@@ -95,6 +99,23 @@ class Lease {
   // remember only their last releaser). From Redis alone that cannot be told apart from a key
   // lost in a restart or failover, so it is reported: a false alarm, never a missed loss.
   Result<void> release() noexcept;
+
+  // async_release(done)
+  //
+  // release() without blocking: the same release, sent again while its outcome is unknown as
+  // release() does, and `done` gets the outcome release() would return (success, lock_lost,
+  // connection/timeout after the retries, a server error, shutdown). `done` runs on the event
+  // loop (see Client) and must not block; when the outcome is known without asking Redis (an
+  // empty, released or lost Lease, a Client shut down) it runs at once on the calling thread,
+  // before async_release returns. A lock that async_release finds lost is reported to `done`
+  // only (on_lost does not run), as release() reports it to its caller. A Lease released this
+  // way stays valid: its destructor and later releases report success at once, without waiting
+  // for the release in flight. Called on an event-loop thread it works as elsewhere (release()
+  // there returns called_from_event_loop). Once the Client shuts down (~Client on another
+  // thread), its shutdown releases the leases still held: `done` gets that release's outcome
+  // at once when it is over, and shutdown while it is still under way (release() would wait).
+  // Not guaranteed: everything release() does not guarantee, the same way.
+  void async_release(std::function<void(Result<void>)> done);
 
   // For lock implementations; not part of the stable API.
   const std::shared_ptr<detail::LeaseRecord>& record() const noexcept { return rec_; }

@@ -11,6 +11,7 @@
 // unreachable; every try that reaches it is answered or times out after command_timeout.
 // The markers that make releases idempotent live long enough for this (release_memory.hpp).
 //
+// async_call_idempotent() is call_idempotent() with a callback (Lease::async_release).
 // send_idempotent() is the same for a cleanup that nobody waits for: the release, by its owner
 // token, of an acquisition whose outcome is unknown (it may have taken the lock) or that was
 // taken but is not wanted (refused as late, cancelled); an ordered MultiLock's give-back; a
@@ -61,9 +62,11 @@ Result<Reply> call_idempotent(ClientCore& core, Send&& send,
 namespace idempotent_detail {
 
 struct Resend : std::enable_shared_from_this<Resend> {
-  Resend(std::shared_ptr<ClientCore> c, std::function<void(ReplyHandler)> s, ReplyHandler first)
-      : core(std::move(c)), send(std::move(s)), on_first(std::move(first)), timer(core->io()),
-        window(core->options()) {}
+  // `settled_only`: `reply` gets the reply that settles the call (answered, or the last try's
+  // unknown outcome once the time is up) instead of the first one.
+  Resend(std::shared_ptr<ClientCore> c, std::function<void(ReplyHandler)> s, ReplyHandler r, bool settled)
+      : core(std::move(c)), send(std::move(s)), reply(std::move(r)), timer(core->io()), window(core->options()),
+        settled_only(settled) {}
 
   void attempt() {
     send([self = shared_from_this()](Result<Reply> r) { self->answered(std::move(r)); });
@@ -71,10 +74,12 @@ struct Resend : std::enable_shared_from_this<Resend> {
 
   void answered(Result<Reply> r) {
     const bool again = outcome_unknown(r) && !core->is_shut_down() && due_again();
-    if (on_first) std::exchange(on_first, {})(std::move(r));
+    if (reply && !(again && settled_only)) std::exchange(reply, {})(std::move(r));
     if (!again) return;
     timer.async_wait([self = shared_from_this()](std::error_code ec) {
-      if (!ec) self->attempt();
+      if (!ec) return self->attempt();
+      // The loop stopped before the next try: whoever waits for the outcome still gets one.
+      if (self->reply) std::exchange(self->reply, {})(Error(errc::shutdown, "client is shut down"));
     });
   }
 
@@ -88,9 +93,10 @@ struct Resend : std::enable_shared_from_this<Resend> {
 
   std::shared_ptr<ClientCore> core;
   std::function<void(ReplyHandler)> send;
-  ReplyHandler on_first;
+  ReplyHandler reply;
   BootTimer timer;
   ResendWindow window;
+  const bool settled_only;
 };
 
 }  // namespace idempotent_detail
@@ -102,7 +108,15 @@ struct Resend : std::enable_shared_from_this<Resend> {
 // one is answered or the time is up.
 inline void send_idempotent(std::shared_ptr<ClientCore> core, std::function<void(ReplyHandler)> send,
                             ReplyHandler on_first = {}) {
-  auto r = std::make_shared<idempotent_detail::Resend>(std::move(core), std::move(send), std::move(on_first));
+  auto r = std::make_shared<idempotent_detail::Resend>(std::move(core), std::move(send), std::move(on_first), false);
+  r->attempt();
+}
+
+// call_idempotent() without blocking: tries go on as there, and `done` gets the reply that
+// settles the call (on the loop thread; on the calling thread for a first try refused at once).
+inline void async_call_idempotent(std::shared_ptr<ClientCore> core, std::function<void(ReplyHandler)> send,
+                                  ReplyHandler done) {
+  auto r = std::make_shared<idempotent_detail::Resend>(std::move(core), std::move(send), std::move(done), true);
   r->attempt();
 }
 

@@ -1,6 +1,8 @@
 #include "dlock/lease.hpp"
 
 #include <atomic>
+#include <mutex>
+#include <optional>
 
 #include "client_core.hpp"
 #include "locks/idempotent_call.hpp"
@@ -94,6 +96,46 @@ Result<Reply> run_release_blocking(const std::shared_ptr<LeaseRecord>& rec,
 
 Result<void> extend_record(const std::shared_ptr<LeaseRecord>& rec, milliseconds ttl);
 Result<void> release_parts(const std::shared_ptr<LeaseRecord>& parent);
+using ReleaseDone = std::function<void(Result<void>)>;
+void release_claimed_async(const std::shared_ptr<LeaseRecord>& rec, bool report_loss, ReleaseDone done);
+
+// What a release's reply says (the caller claimed the release: begin_release). A loss found
+// here is the caller's to report; `report_loss` runs on_lost for a caller that cannot be told
+// (a release from the event loop, whose outcome nobody awaits), once, as the watchdog would.
+Result<void> settle_release(const std::shared_ptr<LeaseRecord>& rec, const Result<Reply>& r, bool report_loss) {
+  if (!r.ok()) {
+    rec->finish_release();
+    return Error(r.code(), "release of " + describe(*rec) + " failed (" + r.error().what() +
+                               "); the key expires at its TTL");
+  }
+  if (r->is_error()) {
+    rec->finish_release();
+    return Error(detail::classify_error_reply(r.value()), "release of " + describe(*rec) + ": " + r->str());
+  }
+  if (r->is_integer() && r->integer() >= 1) {  // 1, 2, or >= 3: released (see the scripts)
+    rec->finish_release();
+    return {};
+  }
+  // Not ours any more: it expired or was taken over while we believed we held it.
+  if (rec->mark_lost(LossReason::taken) && report_loss && rec->events.on_lost) rec->events.on_lost(LossReason::taken);
+  return Error(errc::lock_lost, describe(*rec) +
+                                    " was no longer held by this owner at release (expired or taken over)");
+}
+
+// Seen first by every reply to a hold's release, where it arrives: the record leaves the
+// watchdog's queue (and its revocation channel) on the loop thread, and a release whose
+// notification reached waiters tells the fairness logic (note_release). Release scripts say how
+// many subscribers their notification reached (2 + n).
+void on_release_reply(LeaseRecord& held, const Result<Reply>& reply, BootClock::time_point sent) {
+  // A command refused at once (the Client began shutting down after the checks above) is
+  // answered on the caller's thread: the removal then goes to the loop as a handler.
+  if (held.core->on_loop_thread()) held.core->renewals().remove(held);
+  else held.core->post([self = held.shared_from_this()] { self->core->renewals().remove(*self); });
+  if (reply.ok() && reply->is_integer() && reply->integer() >= 3) {
+    held.core->note_release(held.scripts.first_release_key(), reply->integer() - 2, BootClock::now() - sent,
+                            held.scripts.layout && held.scripts.layout->names_waiters);
+  }
+}
 
 // A release once the Client shuts down. Its step 1 releases every lease still held
 // (ClientCore::shutdown); a release of our own could not be sent any more, and taking the lease
@@ -104,14 +146,20 @@ Result<void> release_parts(const std::shared_ptr<LeaseRecord>& parent);
 // left to it, and the outcome is not awaited, as for any release sent from a loop thread.
 // What success means for a Redlock lease here: its home node deleted the key (the others were
 // sent the release too, unconfirmed).
-Result<void> release_at_shutdown(const std::shared_ptr<LeaseRecord>& rec) {
+// async_release() never waits: while step 1 is not over, it answers shutdown.
+Result<void> release_at_shutdown(const std::shared_ptr<LeaseRecord>& rec, bool may_wait = true) {
   using State = LeaseRecord::State;
+  if (!may_wait && rec->core->held_release_pending()) {
+    return Error(errc::shutdown, describe(*rec) +
+                                     " is released by its Client's shutdown; an asynchronous release does not await "
+                                     "the outcome");
+  }
   if (detail::ClientCore::on_a_loop_thread() && rec->core->held_release_pending()) {
     return Error(errc::called_from_event_loop, describe(*rec) +
                                                    " is released by its Client's shutdown; called from an event-loop "
                                                    "thread, the outcome is not awaited");
   }
-  rec->core->await_held_release();
+  if (may_wait) rec->core->await_held_release();
   std::vector<const LeaseRecord*> released_by_shutdown;
   if (rec->hold) released_by_shutdown.push_back(rec->hold.get());
   else if (!rec->parts.empty()) {
@@ -204,129 +252,193 @@ Result<void> extend_record(const std::shared_ptr<LeaseRecord>& rec, milliseconds
   return {};
 }
 
+// The checks before a release is sent: nothing when this call claimed the release (held ->
+// releasing, counted off), else the outcome known now. `may_wait`: see release_at_shutdown.
+std::optional<Result<void>> claim_release(const std::shared_ptr<LeaseRecord>& rec, bool may_wait) {
+  const auto state = rec->state();
+  if (state == LeaseRecord::State::released) return Result<void>{};
+  if (rec->core->is_shut_down()) return release_at_shutdown(rec, may_wait);
+  if (auto seam = detail::release_claim_seam.load(std::memory_order_relaxed)) seam();
+  if (!rec->begin_release()) {
+    if (state == LeaseRecord::State::lost || rec->state() == LeaseRecord::State::lost) {
+      return Error(errc::lock_lost, describe(*rec) + " was lost before it was released");
+    }
+    // The shutdown's step 1 claimed it after the check above (it claims only once shut_down_
+    // is set): its release is in flight, and its outcome is this call's.
+    if (rec->core->is_shut_down()) return release_at_shutdown(rec, may_wait);
+    return Result<void>{};  // another thread is releasing it
+  }
+  if (rec->core->is_shut_down()) {
+    // The shutdown began after the check above, and its step 1 may not have reached this
+    // lease yet: handed back, it is released there (our own release could not be sent any
+    // more). If step 1 went past it meanwhile, release_at_shutdown says it expires at its TTL.
+    if (rec->undo_begin_release()) return release_at_shutdown(rec, may_wait);
+    return Error(errc::lock_lost, describe(*rec) + " was lost before it was released");
+  }
+  // A take is counted through its hold; a hold in parts through its parts.
+  if (!rec->hold && rec->parts.empty()) rec->core->active_leases_.fetch_sub(1);
+  return std::nullopt;
+}
+
 }  // namespace
 
 Result<void> Lease::release() noexcept {
   if (!rec_) return {};
   try {
     auto rec = rec_;
-    const auto state = rec->state();
-    if (state == LeaseRecord::State::released) return {};
-    if (rec->core->is_shut_down()) return release_at_shutdown(rec);
-    if (auto seam = detail::release_claim_seam.load(std::memory_order_relaxed)) seam();
-    if (!rec->begin_release()) {
-      if (state == LeaseRecord::State::lost || rec->state() == LeaseRecord::State::lost) {
-        return Error(errc::lock_lost, describe(*rec) + " was lost before it was released");
-      }
-      // The shutdown's step 1 claimed it after the check above (it claims only once shut_down_
-      // is set): its release is in flight, and its outcome is this call's.
-      if (rec->core->is_shut_down()) return release_at_shutdown(rec);
-      return {};  // another thread is releasing it
-    }
-    if (rec->core->is_shut_down()) {
-      // The shutdown began after the check above, and its step 1 may not have reached this
-      // lease yet: handed back, it is released there (our own release could not be sent any
-      // more). If step 1 went past it meanwhile, release_at_shutdown says it expires at its TTL.
-      if (rec->undo_begin_release()) return release_at_shutdown(rec);
-      return Error(errc::lock_lost, describe(*rec) + " was lost before it was released");
-    }
-    // A take is counted through its hold; a hold in parts through its parts.
-    if (!rec->hold && rec->parts.empty()) rec->core->active_leases_.fetch_sub(1);
-    if (!rec->parts.empty()) return release_parts(rec);
+    if (auto known = claim_release(rec, true)) return std::move(*known);
     // From here the watchdog sends no renewal for it (it skips a record that is releasing), and
     // a renewal already under way that crosses the release finds the key gone and changes
     // nothing: the renew script never re-creates a key, and its reply is ignored once the lease
     // is releasing. The record leaves the watchdog's queue (and its revocation channel) on the
-    // loop thread: with the release's reply below, not in a handler of its own.
+    // loop thread: with the release's reply (on_release_reply), not in a handler of its own.
     if (rec->core->on_loop_thread()) {
-      rec->core->renewals().remove(*rec);
-      eval_hold(*rec, *rec->scripts.release, rec->scripts.release_key_list(), rec->release_args(),
-                [rec](Result<Reply>) { rec->finish_release(); });
+      // Nobody awaits this outcome, so a loss it finds is reported through on_lost.
+      release_claimed_async(rec, true, {});
       return Error(errc::called_from_event_loop,
                    "release of " + describe(*rec) + " sent from the event-loop thread; its outcome is not awaited");
     }
-    // Release scripts say how many subscribers their notification reached (2 + n): the loop
-    // thread learns of it before the caller can ask for the lock again. The record is captured
-    // by pointer (this call waits for the reply and holds `rec`), which keeps the callback
-    // within std::function's small buffer: no allocation per release.
+    if (!rec->parts.empty()) return release_parts(rec);
+    // The record is captured by pointer (this call waits for the reply and holds `rec`), which
+    // keeps the callback within std::function's small buffer: no allocation per release.
     const auto sent = BootClock::now();
-    auto on_loop = [held = rec.get(), sent](const Result<Reply>& reply) {
-      // A command refused at once (the Client began shutting down after the checks above) is
-      // answered on this caller's thread: the removal then goes to the loop as a handler.
-      if (held->core->on_loop_thread()) held->core->renewals().remove(*held);
-      else held->core->post([self = held->shared_from_this()] { self->core->renewals().remove(*self); });
-      if (reply.ok() && reply->is_integer() && reply->integer() >= 3) {
-        held->core->note_release(held->scripts.first_release_key(), reply->integer() - 2, BootClock::now() - sent,
-                                 held->scripts.layout && held->scripts.layout->names_waiters);
-      }
-    };
+    auto on_loop = [held = rec.get(), sent](const Result<Reply>& reply) { on_release_reply(*held, reply, sent); };
     Result<Reply> r = rec->scripts.fanout ? run_blocking(rec, *rec->scripts.release, rec->scripts.release_key_list(),
                                                          rec->release_args(), on_loop)
                                           : run_release_blocking(rec, on_loop);
-    if (!r.ok()) {
-      rec->finish_release();
-      return Error(r.code(), "release of " + describe(*rec) + " failed (" + r.error().what() +
-                                 "); the key expires at its TTL");
-    }
-    if (r->is_error()) {
-      rec->finish_release();
-      return Error(detail::classify_error_reply(*r), "release of " + describe(*rec) + ": " + r->str());
-    }
-    if (r->is_integer() && r->integer() >= 1) {  // 1, 2, or >= 3: released (see the scripts)
-      rec->finish_release();
-      return {};
-    }
-    // Not ours any more: it expired or was taken over while we believed we held it.
-    rec->mark_lost(LossReason::taken);
-    return Error(errc::lock_lost, describe(*rec) +
-                                      " was no longer held by this owner at release (expired or taken over)");
+    return settle_release(rec, r, false);
   } catch (...) {
     return Error(errc::server, "release failed: out of memory");
   }
 }
 
+void Lease::async_release(std::function<void(Result<void>)> done) {
+  if (!done) done = [](Result<void>) {};
+  if (!rec_) return done({});
+  auto rec = rec_;
+  if (auto known = claim_release(rec, false)) return done(std::move(*known));
+  release_claimed_async(rec, false, std::move(done));
+}
+
 namespace {
 
-// Releases every part of a hold (each with its own scripts, as one Lease would), then the parent.
-// Its outcome: lock_lost if any part was no longer ours, else the first transport error, else ok.
-Result<void> release_parts(const std::shared_ptr<LeaseRecord>& parent) {
+// The outcome of a hold in parts, gathered part by part (each released with its own scripts, as
+// one Lease would): lock_lost if any part was no longer ours, else the first transport or server
+// error, else success.
+struct PartsOutcome {
   bool lost = false;
   std::optional<Error> failed;
-  for (const auto& part : parent->parts) {
-    if (!part->begin_release()) {
-      lost = lost || part->state() == LeaseRecord::State::lost;
-      continue;
+
+  // Claims a part's release (false when it was no longer held: lost, or released already).
+  bool claim(LeaseRecord& part) {
+    if (!part.begin_release()) {
+      lost = lost || part.state() == LeaseRecord::State::lost;
+      return false;
     }
-    part->core->active_leases_.fetch_sub(1);
-    part->core->post([part] { part->core->renewals().remove(*part); });
-    const std::vector<std::string> args = part->release_args();
-    if (part->core->on_loop_thread()) {
-      part->core->eval(*part->scripts.release, part->scripts.release_key_list(), args,
-                       [part](Result<Reply>) { part->finish_release(); });
-      if (!failed) failed = Error(errc::called_from_event_loop, "release of " + describe(*parent) +
-                                                                    " sent from the event-loop thread; its outcome is not awaited");
-      continue;
-    }
-    Result<Reply> r = run_blocking(part, *part->scripts.release, part->scripts.release_key_list(), args);
-    part->finish_release();
+    part.core->active_leases_.fetch_sub(1);
+    part.core->post([self = part.shared_from_this()] { self->core->renewals().remove(*self); });
+    return true;
+  }
+
+  void add(const LeaseRecord& parent, const Result<Reply>& r) {
     if (!r.ok() || r->is_error()) {
       if (!failed) {
-        failed = r.ok() ? Error(detail::classify_error_reply(*r), "release of " + describe(*parent) + ": " + r->str())
-                        : Error(r.code(), "release of " + describe(*parent) + " failed (" + r.error().what() +
+        failed = r.ok() ? Error(detail::classify_error_reply(r.value()), "release of " + describe(parent) + ": " + r->str())
+                        : Error(r.code(), "release of " + describe(parent) + " failed (" + r.error().what() +
                                               "); the keys expire at their TTL");
       }
     } else if (!r->is_integer() || r->integer() < 1) {  // 1, 2, >= 3: released (the scripts)
       lost = true;
     }
   }
-  if (lost) {
-    parent->mark_lost(LossReason::taken);
-    return Error(errc::lock_lost, describe(*parent) +
-                                      " was no longer wholly held by this owner at release (expired or taken over)");
+
+  Result<void> settle(const std::shared_ptr<LeaseRecord>& parent, bool report_loss) {
+    if (lost) {
+      if (parent->mark_lost(LossReason::taken) && report_loss && parent->events.on_lost) {
+        parent->events.on_lost(LossReason::taken);
+      }
+      return Error(errc::lock_lost, describe(*parent) +
+                                        " was no longer wholly held by this owner at release (expired or taken over)");
+    }
+    parent->finish_release();
+    if (failed) return *failed;
+    return {};
   }
-  parent->finish_release();
-  if (failed) return *failed;
-  return {};
+};
+
+Result<void> release_parts(const std::shared_ptr<LeaseRecord>& parent) {
+  PartsOutcome outcome;
+  for (const auto& part : parent->parts) {
+    if (!outcome.claim(*part)) continue;
+    Result<Reply> r = run_blocking(part, *part->scripts.release, part->scripts.release_key_list(), part->release_args());
+    part->finish_release();
+    outcome.add(*parent, r);
+  }
+  return outcome.settle(parent, false);
+}
+
+// release_parts() without blocking: the parts' releases go out together (they may live on
+// several Clients), and `done` runs once the last one is answered.
+void release_parts_async(const std::shared_ptr<LeaseRecord>& parent, bool report_loss, ReleaseDone done) {
+  struct Gather {
+    std::mutex mu;  // replies come on the loop of each part's Client, or at once on this thread
+    PartsOutcome outcome;
+    std::size_t left = 1;  // one more than the releases in flight until all are sent
+    ReleaseDone done;
+  };
+  auto g = std::make_shared<Gather>();
+  g->done = std::move(done);
+  auto one_done = [g, parent, report_loss] {
+    Result<void> out;
+    {
+      std::lock_guard lock(g->mu);
+      if (--g->left > 0) return;
+      out = g->outcome.settle(parent, report_loss);
+    }
+    if (g->done) g->done(std::move(out));
+  };
+  for (const auto& part : parent->parts) {
+    {
+      std::lock_guard lock(g->mu);
+      if (!g->outcome.claim(*part)) continue;
+      ++g->left;
+    }
+    detail::async_call_idempotent(
+        part->core,
+        [part](detail::ReplyHandler h) {
+          part->core->eval(*part->scripts.release, part->scripts.release_key_list(), part->release_args(), std::move(h));
+        },
+        [g, part, parent, one_done](Result<Reply> r) {
+          part->finish_release();
+          {
+            std::lock_guard lock(g->mu);
+            g->outcome.add(*parent, r);
+          }
+          one_done();
+        });
+  }
+  one_done();
+}
+
+// The release of a claimed lease (begin_release) without blocking: sent again while its outcome
+// is unknown, as release() does, and `done` gets what release() would return.
+void release_claimed_async(const std::shared_ptr<LeaseRecord>& rec, bool report_loss, ReleaseDone done) {
+  if (!rec->parts.empty()) return release_parts_async(rec, report_loss, std::move(done));
+  const auto sent = BootClock::now();
+  detail::async_call_idempotent(
+      rec->core,
+      [rec](detail::ReplyHandler h) {
+        if (rec->scripts.fanout) {
+          return eval_hold(*rec, *rec->scripts.release, rec->scripts.release_key_list(), rec->release_args(),
+                           std::move(h));
+        }
+        rec->core->eval(*rec->scripts.release, rec->release_payload(), std::move(h));
+      },
+      [rec, sent, report_loss, done = std::move(done)](Result<Reply> r) {
+        on_release_reply(*rec, r, sent);
+        Result<void> out = settle_release(rec, r, report_loss);
+        if (done) done(std::move(out));
+      });
 }
 
 }  // namespace
