@@ -84,6 +84,7 @@ int run(int argc, char** argv) {
   if (need_rtt || need_pairs) add_floor_rows(report, multi);
   report.set_floor_modes(floor_rtt_id, o.fast_floor_us);
   const std::vector<int> try_threads{1, 64};
+  const std::vector<int> async_loops{8, 64};
   if (unc) {
     for (int t : o.uncontended_threads) add_uncontended_row(report, "", "dlock Mutex", t, "thread", multi);
     const bool one_thread = std::find(o.uncontended_threads.begin(), o.uncontended_threads.end(), 1) !=
@@ -96,6 +97,12 @@ int run(int argc, char** argv) {
                      "2 uncontended, one-try acquire (timeout 0), " + std::to_string(t) + " thread" + (t == 1 ? "" : "s"),
                      "dlock Mutex", "pairs/s", 0, {},
                      Target{Target::Kind::ratio_info, 0, floor_pairs_id(t == 1 ? 1 : multi), "(info)", 0}, {}, 0, {}, {}});
+    }
+    for (int n : async_loops) {
+      report.add(Row{"uncontended.async.l" + std::to_string(n),
+                     "2 uncontended, " + std::to_string(n) + " async loops on the Client's event loop",
+                     "dlock Mutex", "pairs/s", 0, {},
+                     Target{Target::Kind::ratio_info, 0, floor_pairs_id(multi), "(info)", 0}, {}, 0, {}, {}});
     }
   }
   if (con) {
@@ -163,6 +170,13 @@ int run(int argc, char** argv) {
         errors += u.errors;
         progress("  dlock %2d thread%s, try   %.0f pairs/s, %.2f commands/pair\n", t, t == 1 ? " " : "s",
                  u.pairs_per_second, u.commands_per_pair);
+      }
+      for (int n : async_loops) {
+        auto u = uncontended_async_pairs(o.redis_url, n, o.warmup, o.duration);
+        report.record("uncontended.async.l" + std::to_string(n), u.pairs_per_second);
+        errors += u.errors;
+        progress("  dlock %2d async loops     %.0f pairs/s, %.2f commands/pair\n", n, u.pairs_per_second,
+                 u.commands_per_pair);
       }
     }
     if (con) {

@@ -20,7 +20,8 @@ Scenarios (--scenario NAME, repeatable; default: all):
                and on 8 connections from 8 threads; single-command round trip (PING); and, for
                information, a pipe round trip between two processes (no Redis: the cost of
                the hand-overs alone) and the 1-connection loop busy-polling a non-blocking socket
-  uncontended  dlock acquire+release pairs/s, 1/8/64 threads sharing one Client, distinct keys
+  uncontended  dlock acquire+release pairs/s, 1/8/64 threads sharing one Client, distinct keys;
+               (info) 8 and 64 async loops (async_acquire/async_release) on its event loop
   contended    8 workers in >= 2 processes on one key, each holding 1 ms: acquisitions/s,
                utilisation, handoff latency p50/p99/max, fairness, commands per acquisition
   watchdog     10,000 locks held by one Client: renewals/s, client CPU, memory per lock

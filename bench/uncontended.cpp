@@ -2,7 +2,10 @@
 
 #include <dlock/dlock.hpp>
 
+#include <atomic>
 #include <cstdio>
+#include <functional>
+#include <future>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -51,6 +54,76 @@ UncontendedResult uncontended_pairs(const std::string& url, int threads, Acquire
   auto r = window.measure(
       warmup, duration, [&] { before = stats.read(); }, [&] { after = stats.read(); });
   for (auto& th : pool) th.join();
+
+  UncontendedResult out;
+  out.pairs_per_second = r.per_second;
+  out.commands = delta(before, after);
+  out.commands_per_pair =
+      r.operations == 0 ? 0 : static_cast<double>(client_issued(out.commands, dlock_script_commands())) /
+                                  static_cast<double>(r.operations);
+  out.errors = window.errors();
+  return out;
+}
+
+UncontendedResult uncontended_async_pairs(const std::string& url, int loops, double warmup, double duration) {
+  const KindClients clients(LockKind::mutex, url, "");
+  dlock::Client& client = *clients.clients().front();
+  StatsReader stats(clients.stat_urls());
+  RateWindow window(loops);
+  // One chain per key. Its Lease waits in the chain between acquire and release (no allocation
+  // per pair); the chain ends when the window has stopped, and the last one to end says so.
+  struct Chain {
+    std::unique_ptr<dlock::Mutex> mutex;
+    dlock::Lease lease;
+    int index = 0;
+  };
+  struct Shared {
+    RateWindow* window = nullptr;
+    std::atomic<int> running{0};
+    std::promise<void> all_ended;
+    std::function<void(Chain&)> step;
+  } shared;
+  shared.window = &window;
+  std::vector<Chain> chains(static_cast<std::size_t>(loops));
+  shared.step = [&shared](Chain& c) {
+    if (shared.window->stopped()) {
+      if (shared.running.fetch_sub(1) == 1) shared.all_ended.set_value();
+      return;
+    }
+    c.mutex->async_acquire(dlock::WaitOptions{}, [&shared, &c](dlock::Result<dlock::Lease> r) {
+      if (!r) {
+        shared.window->error(c.index);
+        std::fprintf(stderr, "dlock-bench: async acquire failed: %s\n", r.error().what().c_str());
+        return shared.step(c);
+      }
+      c.lease = std::move(*r);
+      c.lease.async_release([&shared, &c](dlock::Result<void> rel) {
+        if (!rel) {
+          shared.window->error(c.index);
+          std::fprintf(stderr, "dlock-bench: async release failed: %s\n", rel.error().what().c_str());
+        } else {
+          shared.window->done(c.index);
+        }
+        c.lease = dlock::Lease();  // released: returns at once
+        shared.step(c);
+      });
+    });
+  };
+  for (int i = 0; i < loops; ++i) {
+    auto& c = chains[static_cast<std::size_t>(i)];
+    c.mutex = std::make_unique<dlock::Mutex>(client, "bench:ua:" + std::to_string(i));
+    c.index = i;
+  }
+  shared.running.store(loops);
+  auto ended = shared.all_ended.get_future();
+  for (auto& c : chains) shared.step(c);
+  CommandCounts before, after;
+  auto r = window.measure(
+      warmup, duration, [&] { before = stats.read(); }, [&] { after = stats.read(); });
+  ended.wait();
+  // Handlers run one at a time: once this round trip is answered, the callback that ended the
+  // last chain has returned, and the chains can go.
+  (void)client.command({"PING"});
 
   UncontendedResult out;
   out.pairs_per_second = r.per_second;

@@ -27,4 +27,10 @@ UncontendedResult uncontended_pairs(const std::string& url, int threads, Acquire
                                     double duration, LockKind kind = LockKind::mutex,
                                     const std::string& redlock_urls = "");
 
+// The same for an all-asynchronous caller: `loops` chains on Mutexes of one Client, each
+// issuing its next async_acquire from its async_release's callback, so every pair runs on the
+// Client's event loop and no reply is handed to another thread (node-redlock's callers are
+// loops like these, on one Node thread).
+UncontendedResult uncontended_async_pairs(const std::string& url, int loops, double warmup, double duration);
+
 }  // namespace bench
