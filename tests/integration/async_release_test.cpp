@@ -354,6 +354,29 @@ TEST_F(AsyncReleaseRetryTest, AReleaseWhoseReplyIsLostIsSentAgainAndItsAnswerGiv
   EXPECT_EQ(via_proxy->active_leases(), 0u);
 }
 
+// The Client is destroyed while a release's answer is held: done still runs, before ~Client
+// returns, with an error (its outcome is unknown), never left uncalled.
+TEST_F(AsyncReleaseRetryTest, DoneRunsWhenTheClientShutsDownWithTheReleaseInFlight) {
+  std::optional<dlock::Mutex> m(std::in_place, *via_proxy, "async-in-flight", watchdog(10s));
+  {
+    auto warm = m->acquire(no_wait());
+    ASSERT_TRUE(warm.ok()) << warm.error().what();
+  }
+  auto lease = m->acquire(no_wait());
+  ASSERT_TRUE(lease.ok()) << lease.error().what();
+  proxy->hold_replies();
+  auto p = std::make_shared<std::promise<dlock::Result<void>>>();
+  lease->async_release([p](dlock::Result<void> r) { p->set_value(std::move(r)); });
+  ASSERT_TRUE(eventually([&] { return raw->cmd_int({"EXISTS", key_of("async-in-flight")}) == 0; }, scaled(3000ms)));
+  m.reset();
+  via_proxy.reset();
+  auto f = p->get_future();
+  ASSERT_EQ(f.wait_for(0ms), std::future_status::ready) << "~Client returned and done had not run";
+  auto r = f.get();
+  ASSERT_FALSE(r.ok()) << "an unanswered release was reported as a success";
+  EXPECT_TRUE(r.code() == dlock::errc::shutdown || r.code() == dlock::errc::connection) << describe(r);
+}
+
 // A Redlock lease: released on every node; done once a majority answered.
 TEST(AsyncReleaseRedlockTest, ReleasedOnEveryNode) {
   dlock::test::ServerGroup group(3);
