@@ -14,6 +14,23 @@
 
 namespace bench {
 
+namespace {
+
+// A window's pairs per second, and the client-issued commands per pair from its commandstats.
+UncontendedResult result_of(const RateWindow::Result& r, const RateWindow& window, const CommandCounts& before,
+                            const CommandCounts& after) {
+  UncontendedResult out;
+  out.pairs_per_second = r.per_second;
+  out.commands = delta(before, after);
+  out.commands_per_pair =
+      r.operations == 0 ? 0 : static_cast<double>(client_issued(out.commands, dlock_script_commands())) /
+                                  static_cast<double>(r.operations);
+  out.errors = window.errors();
+  return out;
+}
+
+}  // namespace
+
 UncontendedResult uncontended_pairs(const std::string& url, int threads, AcquireStyle style, double warmup,
                                     double duration, LockKind kind, const std::string& redlock_urls) {
   const KindClients clients(kind, url, redlock_urls);
@@ -55,14 +72,7 @@ UncontendedResult uncontended_pairs(const std::string& url, int threads, Acquire
       warmup, duration, [&] { before = stats.read(); }, [&] { after = stats.read(); });
   for (auto& th : pool) th.join();
 
-  UncontendedResult out;
-  out.pairs_per_second = r.per_second;
-  out.commands = delta(before, after);
-  out.commands_per_pair =
-      r.operations == 0 ? 0 : static_cast<double>(client_issued(out.commands, dlock_script_commands())) /
-                                  static_cast<double>(r.operations);
-  out.errors = window.errors();
-  return out;
+  return result_of(r, window, before, after);
 }
 
 UncontendedResult uncontended_async_pairs(const std::string& url, int loops, double warmup, double duration) {
@@ -125,14 +135,7 @@ UncontendedResult uncontended_async_pairs(const std::string& url, int loops, dou
   // last chain has returned, and the chains can go.
   (void)client.command({"PING"});
 
-  UncontendedResult out;
-  out.pairs_per_second = r.per_second;
-  out.commands = delta(before, after);
-  out.commands_per_pair =
-      r.operations == 0 ? 0 : static_cast<double>(client_issued(out.commands, dlock_script_commands())) /
-                                  static_cast<double>(r.operations);
-  out.errors = window.errors();
-  return out;
+  return result_of(r, window, before, after);
 }
 
 }  // namespace bench

@@ -20,8 +20,8 @@
 
 #include "dlock/dlock.hpp"
 #include "dlock/redlock.hpp"
-#include "support/fault_proxy.hpp"
 #include "support/lock_helpers.hpp"
+#include "support/proxied_fixture.hpp"
 #include "support/raw_connection.hpp"
 #include "support/redis_cluster.hpp"
 #include "support/server_fixture.hpp"
@@ -311,22 +311,7 @@ TEST_F(AsyncReleaseTest, AfterTheClientShutDownItReportsWhatTheShutdownDid) {
 
 // A release whose reply was lost with the connection: sent again once the connection is back,
 // and done gets the answer of that retry, not the connection error.
-class AsyncReleaseRetryTest : public dlock::test::ServerFixture {
- protected:
-  void SetUp() override {
-    ServerFixture::SetUp();
-    proxy.emplace("127.0.0.1", server->port());
-    via_proxy.emplace(proxy->url());
-    ASSERT_TRUE(via_proxy->ping().ok());
-  }
-  void TearDown() override {
-    via_proxy.reset();
-    proxy.reset();
-    ServerFixture::TearDown();
-  }
-  std::optional<dlock::test::FaultProxy> proxy;
-  std::optional<dlock::Client> via_proxy;
-};
+class AsyncReleaseRetryTest : public dlock::test::ProxiedServerFixture {};
 
 TEST_F(AsyncReleaseRetryTest, AReleaseWhoseReplyIsLostIsSentAgainAndItsAnswerGiven) {
   LossProbe probe;

@@ -35,6 +35,7 @@
 #include "support/fault_proxy.hpp"
 #include "support/lock_helpers.hpp"
 #include "support/raw_connection.hpp"
+#include "support/proxied_fixture.hpp"
 #include "support/server_fixture.hpp"
 #include "support/wait.hpp"
 
@@ -247,19 +248,9 @@ struct Outcome {
 
 // A server, a Client on it directly (`client`, another owner) and one through the fault proxy
 // (`late`, whose answers the test holds back).
-class LateReply : public dlock::test::ServerFixture {
+class LateReply : public dlock::test::ProxiedServerFixture {
  protected:
-  void SetUp() override {
-    ServerFixture::SetUp();
-    proxy.emplace("127.0.0.1", server->port());
-    late.emplace(proxy->url());
-    ASSERT_TRUE(late->ping().ok());
-  }
-  void TearDown() override {
-    late.reset();
-    proxy.reset();
-    ServerFixture::TearDown();
-  }
+  std::optional<dlock::Client>& late = via_proxy;  // the Client whose answers come late
 
   // Starts an acquisition through the proxy with its answers held; returns once the server ran
   // it, with the fencing counter at that moment: the late hold's token.
@@ -282,9 +273,6 @@ class LateReply : public dlock::test::ServerFixture {
         << "the acquire never ran on the server";
     return counter(*raw, k.fence_key(name));
   }
-
-  std::optional<FaultProxy> proxy;
-  std::optional<dlock::Client> late;
 };
 
 class LateReplyKinds : public LateReply, public ::testing::WithParamInterface<Kind> {};

@@ -26,6 +26,7 @@
 #include "locks/multi_lock_ordered.hpp"
 #include "support/fault_proxy.hpp"
 #include "support/lock_helpers.hpp"
+#include "support/proxied_fixture.hpp"
 #include "support/raw_connection.hpp"
 #include "support/server_fixture.hpp"
 #include "support/wait.hpp"
@@ -38,20 +39,8 @@ using dlock::test::FaultProxy;
 using dlock::test::no_wait;
 using dlock::test::scaled;
 
-class ReleaseRetryTest : public dlock::test::ServerFixture {
+class ReleaseRetryTest : public dlock::test::ProxiedServerFixture {
  protected:
-  void SetUp() override {
-    ServerFixture::SetUp();
-    proxy.emplace("127.0.0.1", server->port());
-    via_proxy.emplace(proxy->url());
-    ASSERT_TRUE(via_proxy->ping().ok());
-  }
-  void TearDown() override {
-    via_proxy.reset();
-    proxy.reset();
-    ServerFixture::TearDown();
-  }
-
   dlock::LeaseOptions watched() {
     dlock::LeaseOptions o;
     o.ttl = 10000ms;
@@ -149,8 +138,6 @@ class ReleaseRetryTest : public dlock::test::ServerFixture {
     EXPECT_TRUE(eventually([&] { return !left(); }, scaled(3000ms))) << "left behind after the partition";
   }
 
-  std::optional<FaultProxy> proxy;
-  std::optional<dlock::Client> via_proxy;
   std::atomic<int> lost_events{0};
 };
 
