@@ -163,7 +163,7 @@ std::vector<Check> check_acl(dlock::Client& c, const std::string& prefix, bool c
     into += (into.empty() ? "" : "; ") + what + ": " + r->str();
   }
   const std::string fix = "ACL SETUSER " + user + " ~" + prefix + "* &" + prefix +
-                          "* +get +set +del +pexpire +pttl +type +exists +incr +time +zadd +zpopmin +zrem +eval "
+                          "* +get +set +del +pexpire +pttl +type +exists +incr +decr +time +zadd +zpopmin +zrem +eval "
                           "+evalsha +publish +subscribe +unsubscribe +scan +pubsub +ping +client|setname" +
                           (cluster ? " +spublish +ssubscribe +sunsubscribe +cluster|slots" : "");
   if (denied.empty() && !roll_denied.empty()) {

@@ -344,6 +344,10 @@ class FairWaitOp final : public std::enable_shared_from_this<FairWaitOp> {
       kind = Kind::busy;
       hint = (*r)[1].integer();
       position = static_cast<int>((*r)[2].integer());
+    } else if ((*r)[0].integer() == -1 && r->size() == 3 && (*r)[2].is_string()) {
+      // The key named is not the lock key (the fencing counter).
+      error = Error(errc::wrong_type, spec_->what + ": key '" + (*r)[2].str() + "' holds a " + (*r)[1].str() +
+                                          ", not a dlock FairLock");
     } else if ((*r)[0].integer() == -1) {
       error = Error(errc::wrong_type, spec_->what + ": key '" + spec_->key + "' (or its queue) holds a " +
                                           (*r)[1].str() + ", not a dlock FairLock");

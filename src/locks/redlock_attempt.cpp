@@ -26,10 +26,11 @@ enum class NodeVerdict { taken, busy, wrong_type, failed, pending };
 NodeVerdict verdict_of(const Result<Reply>& r) {
   if (!r.ok()) return NodeVerdict::failed;
   const Reply& rep = r.value();
-  if (!rep.is_array() || rep.size() != 2 || !rep[0].is_integer()) return NodeVerdict::failed;
+  // {-1, type, key}: a key other than the lock key (the fencing counter) holds no dlock value.
+  if (!rep.is_array() || rep.size() < 2 || rep.size() > 3 || !rep[0].is_integer()) return NodeVerdict::failed;
   switch (rep[0].integer()) {
-    case 1: return rep[1].is_integer() ? NodeVerdict::taken : NodeVerdict::failed;
-    case 0: return NodeVerdict::busy;
+    case 1: return rep.size() == 2 && rep[1].is_integer() ? NodeVerdict::taken : NodeVerdict::failed;
+    case 0: return rep.size() == 2 ? NodeVerdict::busy : NodeVerdict::failed;
     case -1: return NodeVerdict::wrong_type;
     default: return NodeVerdict::failed;
   }
@@ -260,7 +261,9 @@ void redlock_try(const std::shared_ptr<const RedlockSpec>& spec, std::function<v
             }
             if (v == NodeVerdict::wrong_type) {
               if (!detail.empty()) detail += "; ";
-              detail += "node " + spec->nodes.display(i) + ": key '" + spec->key + "' holds a " + replies[i]->value()[1].str();
+              const Reply& rep = replies[i]->value();
+              const std::string& bad_key = rep.size() == 3 && rep[2].is_string() ? rep[2].str() : spec->key;
+              detail += "node " + spec->nodes.display(i) + ": key '" + bad_key + "' holds a " + rep[1].str();
             }
           }
           t.error = Error(code, "acquiring " + what(*spec) + ": " + std::to_string(failed + wrong) + " of " +

@@ -342,9 +342,13 @@ AttemptFn reentrant_attempt(std::shared_ptr<ClientCore> client, std::shared_ptr<
               a.kind = Attempt::Kind::busy;
               if (rep[1].is_integer() && rep[1].integer() >= 0) a.holder_ttl = milliseconds(rep[1].integer());
               break;
-            default:
-              a.error = Error(errc::wrong_type, what() + ": key '" + l.key + "' holds a " + rep[1].str() +
+            default: {
+              // A third element names the offending key when it is not the lock key (the
+              // fencing counter).
+              const std::string& bad_key = rep.size() == 3 && rep[2].is_string() ? rep[2].str() : l.key;
+              a.error = Error(errc::wrong_type, what() + ": key '" + bad_key + "' holds a " + rep[1].str() +
                                                     ", not a dlock ReentrantMutex");
+            }
           }
           report(std::move(a));
         });

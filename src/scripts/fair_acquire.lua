@@ -21,20 +21,58 @@
 --                                 the holder's PTTL; for position 1 the holder's PTTL, or while
 --                                 the lock is free, the time left to the head's place.
 --          {-1, type}             a key holds a value of another type
+--          {-1, what, key}        the fencing counter at key holds no counter (next_token)
 -- Deadlines are the server's clock (TIME), never a client's.
+
+-- The next fencing token from the counter at `key`, or nil and why the key holds no counter.
+-- A counter is a whole number from 0 to 2^53 - 2: every token is then at least 1 and exact in
+-- Lua's numbers. A missing (or zero) counter, after a restart without persistence or a
+-- failover to a replica that lacked it, is seeded from the server's clock in microseconds, so
+-- tokens keep rising after data loss; INCR answers 1 only then (a seeded counter is far above),
+-- which saves an EXISTS. A negative or larger one was written by hand (INCR would answer no
+-- token, or one Lua rounds, so that two holders could get the same): put back, and refused.
+-- The same function is in every script that counts a token (scripts cannot share code).
+local function next_token(key)
+  local token = redis.pcall('INCR', key)
+  if type(token) == 'table' then
+    if string.find(token.err, 'WRONGTYPE', 1, true) then return nil, redis.call('TYPE', key)['ok'] end
+    -- Not about the value (an ACL that denies INCR, OOM under maxmemory): the server's own error.
+    if not (string.find(token.err, 'not an integer', 1, true) or string.find(token.err, 'overflow', 1, true)) then
+      error(token)
+    end
+    return nil, 'string (not a counter)'
+  end
+  if token == 1 then
+    local t = redis.call('TIME')
+    redis.call('SET', key, t[1] .. string.format('%06d', tonumber(t[2])))
+    token = redis.call('INCR', key)
+  end
+  if token < 1 or token > 9007199254740991 then
+    -- pcall: an ACL narrower than the README's (which allows DECR) still gets the refusal.
+    redis.pcall('DECR', key)
+    return nil, 'string (not a counter)'
+  end
+  return token
+end
+
 local lock_type = redis.call('TYPE', KEYS[1])['ok']
 if lock_type ~= 'none' and lock_type ~= 'string' then return {-1, lock_type} end
 local me = ARGV[1]
 if lock_type == 'string' and redis.call('GET', KEYS[1]) == me then
-  -- A release handed the lock to us. The TTL restarts now, after this call was sent: the
-  -- caller counts its lease from that send time, so its validity stays conservative.
+  -- A release handed the lock to us; the counter holds that handover's token (or a later one).
+  local fence = redis.pcall('GET', KEYS[2])
+  if type(fence) == 'table' then return {-1, redis.call('TYPE', KEYS[2])['ok'], KEYS[2]} end
+  if fence and not (#fence <= 16 and string.match(fence, '^[1-9]%d*$') and tonumber(fence) <= 9007199254740991) then
+    -- Refused before anything is written: the caller gives its place up, and with it the lock
+    -- (fair_dequeue.lua), which goes on to the next waiter.
+    return {-1, 'string (not a counter)', KEYS[2]}
+  end
+  -- The TTL restarts now, after this call was sent: the caller counts its lease from that send
+  -- time, so its validity stays conservative.
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  local fence = redis.call('GET', KEYS[2])
   if not fence then
     -- The counter was lost since the handover: a fresh token, still above every old one.
-    local t = redis.call('TIME')
-    redis.call('SET', KEYS[2], t[1] .. string.format('%06d', tonumber(t[2])))
-    fence = redis.call('INCR', KEYS[2])
+    return {1, next_token(KEYS[2])}
   end
   return {1, tonumber(fence)}
 end
@@ -69,12 +107,9 @@ end
 
 local held = lock_type == 'string'
 if not held and (not head or head == me) then
-  -- A missing counter is seeded from the server's clock in microseconds (as for Mutex), before
-  -- the lock is set, so a failure here leaves no lock.
-  if redis.call('EXISTS', KEYS[2]) == 0 then
-    redis.call('SET', KEYS[2], t[1] .. string.format('%06d', tonumber(t[2])))
-  end
-  local token = redis.call('INCR', KEYS[2])
+  -- Counted before the lock is set, so a failure here leaves no lock.
+  local token, bad = next_token(KEYS[2])
+  if not token then return {-1, bad, KEYS[2]} end
   redis.call('SET', KEYS[1], me, 'PX', ARGV[2])
   if head == me then
     redis.call('LPOP', KEYS[3])

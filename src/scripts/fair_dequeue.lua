@@ -11,6 +11,38 @@
 -- ARGV[1]  the waiter id (its owner token)
 -- ARGV[2]  prefix of the waiters' channels  P{N}:ch:
 -- Reply:   {removed, released}  removed: 1 when it was queued; released: 1 when it held the lock
+
+-- The next fencing token from the counter at `key`, or nil and why the key holds no counter.
+-- A counter is a whole number from 0 to 2^53 - 2: every token is then at least 1 and exact in
+-- Lua's numbers. A missing (or zero) counter, after a restart without persistence or a
+-- failover to a replica that lacked it, is seeded from the server's clock in microseconds, so
+-- tokens keep rising after data loss; INCR answers 1 only then (a seeded counter is far above),
+-- which saves an EXISTS. A negative or larger one was written by hand (INCR would answer no
+-- token, or one Lua rounds, so that two holders could get the same): put back, and refused.
+-- The same function is in every script that counts a token (scripts cannot share code).
+local function next_token(key)
+  local token = redis.pcall('INCR', key)
+  if type(token) == 'table' then
+    if string.find(token.err, 'WRONGTYPE', 1, true) then return nil, redis.call('TYPE', key)['ok'] end
+    -- Not about the value (an ACL that denies INCR, OOM under maxmemory): the server's own error.
+    if not (string.find(token.err, 'not an integer', 1, true) or string.find(token.err, 'overflow', 1, true)) then
+      error(token)
+    end
+    return nil, 'string (not a counter)'
+  end
+  if token == 1 then
+    local t = redis.call('TIME')
+    redis.call('SET', key, t[1] .. string.format('%06d', tonumber(t[2])))
+    token = redis.call('INCR', key)
+  end
+  if token < 1 or token > 9007199254740991 then
+    -- pcall: an ACL narrower than the README's (which allows DECR) still gets the refusal.
+    redis.pcall('DECR', key)
+    return nil, 'string (not a counter)'
+  end
+  return token
+end
+
 local me = ARGV[1]
 local queued = redis.call('TYPE', KEYS[2])['ok'] == 'list'
 local timed = redis.call('TYPE', KEYS[3])['ok'] == 'zset'
@@ -37,11 +69,9 @@ if queued and timed and redis.call('EXISTS', KEYS[1]) == 0 then
     head = redis.call('LINDEX', KEYS[2], 0)
   end
   local ttl = head and redis.pcall('HGET', KEYS[5], head)
-  if ttl and type(ttl) == 'string' then
-    if redis.call('EXISTS', KEYS[4]) == 0 then
-      redis.call('SET', KEYS[4], t[1] .. string.format('%06d', tonumber(t[2])))
-    end
-    local token = redis.call('INCR', KEYS[4])
+  ttl = type(ttl) == 'string' and #ttl <= 12 and string.match(ttl, '^[1-9]%d*$') and ttl
+  local token = ttl and next_token(KEYS[4])
+  if token then
     redis.call('SET', KEYS[1], head, 'PX', ttl)
     redis.call('LPOP', KEYS[2])
     redis.call('ZREM', KEYS[3], head)

@@ -11,16 +11,50 @@
 -- ARGV[1]  owner token
 -- ARGV[2]  prefix of the waiters' channels  P{N}:ch:
 -- ARGV[3]  how long the release marker lives, in milliseconds
--- Reply:   1  released (and handed over when a live waiter was queued)
+-- Reply:   1  released (and handed over when a live waiter was queued, unless its stored lease
+--             or the fencing counter is unusable: the waiter is then woken to try itself)
 --          2  already released by this same owner (a retried release whose first reply was lost)
 --          0  not held by this owner (expired, taken over, or never held)
 -- pcall: a key of another type simply is not ours; a user whose ACL lacks channel rights still
 -- releases (the head then finds the lock its own at its recheck: fair_acquire.lua).
 -- The handover below is repeated in fair_dequeue.lua (scripts cannot share code).
 -- The release marker is written last, once nothing can fail any more: Redis keeps what a
--- script wrote before an error, and a marker left by a release that then failed (an INCR on a
--- counter that is no integer, a TIME an ACL denies) made its retry answer 2 while the lock was
--- still held.
+-- script wrote before an error, and a marker left by a release that then failed (an INCR an ACL
+-- denies; once an INCR on a counter that was no integer) made its retry answer 2 while the lock
+-- was still held. A counter that is no counter, or a stored lease that is no TTL, no longer
+-- fails the release: the head is woken instead, and its own try names what is wrong.
+
+-- The next fencing token from the counter at `key`, or nil and why the key holds no counter.
+-- A counter is a whole number from 0 to 2^53 - 2: every token is then at least 1 and exact in
+-- Lua's numbers. A missing (or zero) counter, after a restart without persistence or a
+-- failover to a replica that lacked it, is seeded from the server's clock in microseconds, so
+-- tokens keep rising after data loss; INCR answers 1 only then (a seeded counter is far above),
+-- which saves an EXISTS. A negative or larger one was written by hand (INCR would answer no
+-- token, or one Lua rounds, so that two holders could get the same): put back, and refused.
+-- The same function is in every script that counts a token (scripts cannot share code).
+local function next_token(key)
+  local token = redis.pcall('INCR', key)
+  if type(token) == 'table' then
+    if string.find(token.err, 'WRONGTYPE', 1, true) then return nil, redis.call('TYPE', key)['ok'] end
+    -- Not about the value (an ACL that denies INCR, OOM under maxmemory): the server's own error.
+    if not (string.find(token.err, 'not an integer', 1, true) or string.find(token.err, 'overflow', 1, true)) then
+      error(token)
+    end
+    return nil, 'string (not a counter)'
+  end
+  if token == 1 then
+    local t = redis.call('TIME')
+    redis.call('SET', key, t[1] .. string.format('%06d', tonumber(t[2])))
+    token = redis.call('INCR', key)
+  end
+  if token < 1 or token > 9007199254740991 then
+    -- pcall: an ACL narrower than the README's (which allows DECR) still gets the refusal.
+    redis.pcall('DECR', key)
+    return nil, 'string (not a counter)'
+  end
+  return token
+end
+
 if redis.pcall('GET', KEYS[1]) == ARGV[1] then
   local function channel_of(id) return ARGV[2] .. (string.match(id, '^%x+@(.+):%d+$') or id) end
   local head = false
@@ -37,13 +71,13 @@ if redis.pcall('GET', KEYS[1]) == ARGV[1] then
       redis.pcall('HDEL', KEYS[6], head)
       head = redis.call('LINDEX', KEYS[3], 0)
     end
+    -- The head's lease as fair_acquire.lua stored it: a TTL in ms, at most 12 digits (SET PX
+    -- refuses what overflows), so that the SET below cannot fail after the count.
     local ttl = head and redis.pcall('HGET', KEYS[6], head)
-    if ttl and type(ttl) == 'string' then
-      -- Exactly an acquisition (fair_acquire.lua): seed a missing counter, count, set.
-      if redis.call('EXISTS', KEYS[5]) == 0 then
-        redis.call('SET', KEYS[5], t[1] .. string.format('%06d', tonumber(t[2])))
-      end
-      local token = redis.call('INCR', KEYS[5])
+    ttl = type(ttl) == 'string' and #ttl <= 12 and string.match(ttl, '^[1-9]%d*$') and ttl
+    -- Exactly an acquisition (fair_acquire.lua): count, set.
+    local token = ttl and next_token(KEYS[5])
+    if token then
       redis.call('SET', KEYS[1], head, 'PX', ttl)
       redis.call('LPOP', KEYS[3])
       redis.call('ZREM', KEYS[4], head)
@@ -56,7 +90,8 @@ if redis.pcall('GET', KEYS[1]) == ARGV[1] then
   end
   redis.call('DEL', KEYS[1])
   redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[3])
-  -- A live head whose stored lease is missing is woken and takes the lock with its own try.
+  -- A live head whose stored lease is missing (or whose token could not be counted) is woken
+  -- and takes the lock with its own try.
   if head then redis.pcall('PUBLISH', channel_of(head), 'released ' .. head) end
   return 1
 end

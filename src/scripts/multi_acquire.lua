@@ -15,7 +15,8 @@
 --                      the token of lock N.
 --          {0, pttl, i}  some lock is held; pttl is the remaining TTL of the first held one
 --                      (-1: no expiry), i its position in the set (1-based, KEYS order)
---          {-1, type, key}  that lock key holds a value of another type
+--          {-1, type, key}  that lock key holds a value of another type, or that fencing
+--                      counter holds no counter (next_token); no lock set
 -- Nothing is written unless every lock is free, so no MultiLock ever holds a part of its set
 -- and two MultiLocks over overlapping sets cannot deadlock.
 --
@@ -52,19 +53,45 @@ if busy ~= nil then
   end
   return {0, busy, first_busy}
 end
--- Counters first (seeded from the server's clock in microseconds when missing, as
--- mutex_acquire does), locks last: a failure here leaves no lock set. INCR answers 1 only on a
--- missing counter (a seeded one is far above), which saves an EXISTS per lock.
+
+-- The next fencing token from the counter at `key`, or nil and why the key holds no counter.
+-- A counter is a whole number from 0 to 2^53 - 2: every token is then at least 1 and exact in
+-- Lua's numbers. A missing (or zero) counter, after a restart without persistence or a
+-- failover to a replica that lacked it, is seeded from the server's clock in microseconds, so
+-- tokens keep rising after data loss; INCR answers 1 only then (a seeded counter is far above),
+-- which saves an EXISTS. A negative or larger one was written by hand (INCR would answer no
+-- token, or one Lua rounds, so that two holders could get the same): put back, and refused.
+-- The same function is in every script that counts a token (scripts cannot share code).
+local function next_token(key)
+  local token = redis.pcall('INCR', key)
+  if type(token) == 'table' then
+    if string.find(token.err, 'WRONGTYPE', 1, true) then return nil, redis.call('TYPE', key)['ok'] end
+    -- Not about the value (an ACL that denies INCR, OOM under maxmemory): the server's own error.
+    if not (string.find(token.err, 'not an integer', 1, true) or string.find(token.err, 'overflow', 1, true)) then
+      error(token)
+    end
+    return nil, 'string (not a counter)'
+  end
+  if token == 1 then
+    local t = redis.call('TIME')
+    redis.call('SET', key, t[1] .. string.format('%06d', tonumber(t[2])))
+    token = redis.call('INCR', key)
+  end
+  if token < 1 or token > 9007199254740991 then
+    -- pcall: an ACL narrower than the README's (which allows DECR) still gets the refusal.
+    redis.pcall('DECR', key)
+    return nil, 'string (not a counter)'
+  end
+  return token
+end
+
+-- Counters first, locks last: a failure here leaves no lock set. The counters counted before a
+-- refused one keep their new values: a skipped token is harmless.
 local first = nil
-local now = nil
 for i = 1, n do
   local fence = KEYS[2 * i]
-  local token = redis.call('INCR', fence)
-  if token == 1 then
-    now = now or redis.call('TIME')
-    redis.call('SET', fence, now[1] .. string.format('%06d', tonumber(now[2])))
-    token = redis.call('INCR', fence)
-  end
+  local token, bad = next_token(fence)
+  if not token then return {-1, bad, fence} end
   if first == nil then first = token end
 end
 for i = 1, n do

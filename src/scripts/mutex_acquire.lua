@@ -14,6 +14,39 @@
 -- Reply:   {1, token}  acquired; token is the new fencing token
 --          {0, pttl}   held by another owner; pttl is its remaining TTL (-1: no expiry)
 --          {-1, type}  the key holds a value of another type
+--          {-1, what, key}  the fencing counter at key holds no counter (next_token); no lock set
+
+-- The next fencing token from the counter at `key`, or nil and why the key holds no counter.
+-- A counter is a whole number from 0 to 2^53 - 2: every token is then at least 1 and exact in
+-- Lua's numbers. A missing (or zero) counter, after a restart without persistence or a
+-- failover to a replica that lacked it, is seeded from the server's clock in microseconds, so
+-- tokens keep rising after data loss; INCR answers 1 only then (a seeded counter is far above),
+-- which saves an EXISTS. A negative or larger one was written by hand (INCR would answer no
+-- token, or one Lua rounds, so that two holders could get the same): put back, and refused.
+-- The same function is in every script that counts a token (scripts cannot share code).
+local function next_token(key)
+  local token = redis.pcall('INCR', key)
+  if type(token) == 'table' then
+    if string.find(token.err, 'WRONGTYPE', 1, true) then return nil, redis.call('TYPE', key)['ok'] end
+    -- Not about the value (an ACL that denies INCR, OOM under maxmemory): the server's own error.
+    if not (string.find(token.err, 'not an integer', 1, true) or string.find(token.err, 'overflow', 1, true)) then
+      error(token)
+    end
+    return nil, 'string (not a counter)'
+  end
+  if token == 1 then
+    local t = redis.call('TIME')
+    redis.call('SET', key, t[1] .. string.format('%06d', tonumber(t[2])))
+    token = redis.call('INCR', key)
+  end
+  if token < 1 or token > 9007199254740991 then
+    -- pcall: an ACL narrower than the README's (which allows DECR) still gets the refusal.
+    redis.pcall('DECR', key)
+    return nil, 'string (not a counter)'
+  end
+  return token
+end
+
 local waiter = KEYS[3] and ARGV[3] ~= nil and ARGV[3] ~= '' and ARGV[3]
 -- Places are scored by when they stop counting, on the server's clock, so the roll is in order
 -- of the waiters' latest tries and a dead waiter's place lapses by itself. pcall: a key of
@@ -35,14 +68,9 @@ if kind ~= 'none' then
   if waiter then take_place() end
   return {0, redis.call('PTTL', KEYS[1])}
 end
--- A missing counter (restart without persistence, failover to a replica that lacked it) is
--- seeded from the server's clock in microseconds, so tokens keep rising after data loss.
--- Seeded before the lock is set, so a failure here (e.g. an ACL without TIME) leaves no lock.
-if redis.call('EXISTS', KEYS[2]) == 0 then
-  local now = redis.call('TIME')
-  redis.call('SET', KEYS[2], now[1] .. string.format('%06d', tonumber(now[2])))
-end
-local token = redis.call('INCR', KEYS[2])
+-- Counted before the lock is set, so a failure here (e.g. an ACL without TIME) leaves no lock.
+local token, bad = next_token(KEYS[2])
+if not token then return {-1, bad, KEYS[2]} end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 if waiter then
   if ARGV[5] == '1' then take_place() else redis.pcall('ZREM', KEYS[3], waiter) end

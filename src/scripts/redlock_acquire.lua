@@ -10,6 +10,7 @@
 -- Reply:   {1, token}  taken on this node; token is the node's new counter
 --          {0, pttl}   held by another owner here; pttl is its remaining TTL (-1: no expiry)
 --          {-1, type}  the key holds a value of another type
+--          {-1, what, key}  the fencing counter at key holds no counter; nothing written
 --          {0, 0}      this owner released here already (its tombstone '-owner', or its
 --                      release marker 'owner'): the cleanup of a failed try, or the release of
 --                      a hold whose renewal had set the key here (redlock_renew.lua, reply 3),
@@ -26,16 +27,23 @@ if marker == '-' .. ARGV[1] or marker == ARGV[1] then return {0, 0} end
 -- A missing counter (a node restarted empty, or failed over to a replica that lacked it) is
 -- seeded from this node's clock in microseconds, as a Mutex's is: a majority that restarted
 -- empty would otherwise count from 0 again, below the tokens resources have stored. Seeded
--- before the lock is set, so a failure here (an ACL without TIME) leaves no lock.
-if redis.call('EXISTS', KEYS[2]) == 0 then
+-- before the lock is set, so a failure here (an ACL without TIME) leaves no lock. A counter
+-- that is no counter (a whole number from 0 to 2^53 - 2, as next_token in mutex_acquire.lua
+-- takes one; zero is seeded as missing) was written by hand: refused before any write.
+local counter = redis.pcall('GET', KEYS[2])
+if type(counter) == 'table' then return {-1, redis.call('TYPE', KEYS[2])['ok'], KEYS[2]} end
+if not counter or counter == '0' then
   local now = redis.call('TIME')
-  redis.call('SET', KEYS[2], now[1] .. string.format('%06d', tonumber(now[2])))
+  counter = now[1] .. string.format('%06d', tonumber(now[2]))
+  redis.call('SET', KEYS[2], counter)
+elseif not (#counter <= 16 and string.match(counter, '^[1-9]%d*$') and tonumber(counter) <= 9007199254740990) then
+  return {-1, 'string (not a counter)', KEYS[2]}
 end
 -- max(counter, hint) + 1 with Redis's own 64-bit integers: Lua's tostring() of a number this
--- large writes it as '1.7646123451235e+15', which loses its last digits.
-local counter = tonumber(redis.call('GET', KEYS[2])) or 0
+-- large writes it as '1.7646123451235e+15', which loses its last digits. A hint is a token some
+-- node gave, so within the same bound; one beyond it is ignored.
 local hint = tonumber(ARGV[3]) or 0
-if hint > counter then redis.call('SET', KEYS[2], ARGV[3]) end
+if hint > tonumber(counter) and hint <= 9007199254740990 then redis.call('SET', KEYS[2], ARGV[3]) end
 local token = redis.call('INCR', KEYS[2])
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 return {1, token}

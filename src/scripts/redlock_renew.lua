@@ -19,7 +19,10 @@ if cur ~= false then return 0 end
 local marker = redis.pcall('GET', KEYS[2])
 if marker == ARGV[1] or marker == '-' .. ARGV[1] then return 0 end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
--- The node may have lost its counter with the rest of its data: teach it this hold's token.
-local counter = tonumber(redis.call('GET', KEYS[3]) or '0') or 0
-if tonumber(ARGV[3]) > counter then redis.call('SET', KEYS[3], ARGV[3]) end
+-- The node may have lost its counter with the rest of its data: teach it this hold's token. A
+-- counter that is no counter (redlock_acquire.lua refuses it) is left as it is.
+local counter = redis.pcall('GET', KEYS[3])
+if type(counter) ~= 'table' and (not counter or (#counter <= 16 and string.match(counter, '^%d+$'))) then
+  if tonumber(ARGV[3]) > tonumber(counter or '0') then redis.call('SET', KEYS[3], ARGV[3]) end
+end
 return 3

@@ -10,25 +10,54 @@
 --                             (the hold's one renewal keeps the whole hold alive)
 --          {0, pttl}          held by another owner; pttl is its remaining TTL (-1: no expiry)
 --          {-1, type}         the key holds a value of another type (e.g. a dlock Mutex)
+--          {-1, what, key}    the fencing counter at key holds no counter (next_token); no lock
 -- The hold's token lives in the hash under the field ':fence'; owner identities never start
 -- with ':' (ReentrantMutex rejects such explicit owners), so no owner can collide with it.
 --
 -- PTTL answers for a key of any type: -2 is a free lock, the common case, which then needs no
 -- type check at all. The type is asked only when the HMGET on an existing key fails (issue #6:
 -- Redis calls per EVALSHA cost throughput; a TYPE on every call was one of six).
+
+-- The next fencing token from the counter at `key`, or nil and why the key holds no counter.
+-- A counter is a whole number from 0 to 2^53 - 2: every token is then at least 1 and exact in
+-- Lua's numbers. A missing (or zero) counter, after a restart without persistence or a
+-- failover to a replica that lacked it, is seeded from the server's clock in microseconds, so
+-- tokens keep rising after data loss; INCR answers 1 only then (a seeded counter is far above),
+-- which saves an EXISTS. A negative or larger one was written by hand (INCR would answer no
+-- token, or one Lua rounds, so that two holders could get the same): put back, and refused.
+-- The same function is in every script that counts a token (scripts cannot share code).
+local function next_token(key)
+  local token = redis.pcall('INCR', key)
+  if type(token) == 'table' then
+    if string.find(token.err, 'WRONGTYPE', 1, true) then return nil, redis.call('TYPE', key)['ok'] end
+    -- Not about the value (an ACL that denies INCR, OOM under maxmemory): the server's own error.
+    if not (string.find(token.err, 'not an integer', 1, true) or string.find(token.err, 'overflow', 1, true)) then
+      error(token)
+    end
+    return nil, 'string (not a counter)'
+  end
+  if token == 1 then
+    local t = redis.call('TIME')
+    redis.call('SET', key, t[1] .. string.format('%06d', tonumber(t[2])))
+    token = redis.call('INCR', key)
+  end
+  if token < 1 or token > 9007199254740991 then
+    -- pcall: an ACL narrower than the README's (which allows DECR) still gets the refusal.
+    redis.pcall('DECR', key)
+    return nil, 'string (not a counter)'
+  end
+  return token
+end
+
 local pttl = redis.call('PTTL', KEYS[1])
 if pttl == -2 then
   local token = 0
   if KEYS[2] then
-    -- Seeded from the server's clock when missing, as for Mutex: tokens keep rising after data
-    -- loss. Mutex and ReentrantMutex share the counter, so tokens rise across both kinds. INCR
-    -- answers 1 only on a missing counter (a seeded one is far above), which saves an EXISTS.
-    token = redis.call('INCR', KEYS[2])
-    if token == 1 then
-      local now = redis.call('TIME')
-      redis.call('SET', KEYS[2], now[1] .. string.format('%06d', tonumber(now[2])))
-      token = redis.call('INCR', KEYS[2])
-    end
+    -- Mutex and ReentrantMutex share the counter, so tokens rise across both kinds. Counted
+    -- before the hold is written, so a failure here leaves no lock.
+    local bad
+    token, bad = next_token(KEYS[2])
+    if not token then return {-1, bad, KEYS[2]} end
     -- %d, not tostring: the hash field must hold the exact decimal text (tostring would write
     -- 1.7e+15); tokens stay below 2^53, exact in Lua's numbers.
     redis.call('HSET', KEYS[1], ARGV[1], 1, ':fence', string.format('%d', token))

@@ -48,16 +48,19 @@ end
 -- clock in microseconds when missing (as for Mutex) so tokens keep rising after data loss.
 -- Read before any write: a counter that is no number would otherwise leave this reader's hold
 -- in place behind a reply without a token, which the client cannot use nor release. A counter
--- is a decimal integer as the writers' INCR reads one (no '+', leading zeros or spaces; checked
--- up to 19 digits, not against 2^63 exactly), and not negative, as tokens are unsigned.
--- tonumber() alone passed '1e5', '0x10' or 'inf', which INCR then refuses: readers held
--- tokens that writers could not follow.
+-- is a decimal integer as the writers' INCR reads one (no '+', leading zeros or spaces), from 0
+-- to 2^53 - 2 as every script that counts a token takes one (next_token in mutex_acquire.lua):
+-- not negative, as tokens are unsigned, and exact in Lua's numbers. tonumber() alone passed
+-- '1e5', '0x10' or 'inf', which INCR then refuses: readers held tokens that writers could not
+-- follow.
 local epoch = redis.pcall('GET', KEYS[4])
 if failed(epoch) then return wrong_type(KEYS[4]) end
-if not epoch then
+-- A zero counter is seeded too, as the writers' INCR does (it answers 1 only then): a reader
+-- of epoch 0 would hold no token (zero is none, fencing.hpp).
+if not epoch or epoch == '0' then
   epoch = t[1] .. string.format('%06d', tonumber(t[2]))
   redis.call('SET', KEYS[4], epoch)
-elseif not (epoch == '0' or (#epoch <= 19 and string.match(epoch, '^[1-9]%d*$'))) then
+elseif not (#epoch <= 16 and string.match(epoch, '^[1-9]%d*$') and tonumber(epoch) <= 9007199254740990) then
   return {-1, 'string (not a counter) at ' .. KEYS[4]}
 end
 local ttl = tonumber(ARGV[2])

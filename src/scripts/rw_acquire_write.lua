@@ -10,11 +10,44 @@
 -- Reply:   {1, token}  acquired; token is the new fencing token (the new writer epoch)
 --          {0, pttl}   held (by a writer, or by live readers); pttl: when to try again at the
 --                      latest (capped to a third of the intent TTL so the intent is refreshed)
---          {-1, type}  a key holds a value of another type or kind
+--          {-1, type}  a key holds a value of another type or kind, or the fencing counter
+--                      holds no counter (next_token); 'type at key' names a key other than P{N}
 --
 -- Types: one TYPE on the lock key (the free lock's path then needs no other check); the other
 -- keys' types are checked only when a pcall on them fails (issue #6: Redis calls per EVALSHA
 -- cost throughput; three TYPEs ran on every call before).
+
+-- The next fencing token from the counter at `key`, or nil and why the key holds no counter.
+-- A counter is a whole number from 0 to 2^53 - 2: every token is then at least 1 and exact in
+-- Lua's numbers. A missing (or zero) counter, after a restart without persistence or a
+-- failover to a replica that lacked it, is seeded from the server's clock in microseconds, so
+-- tokens keep rising after data loss; INCR answers 1 only then (a seeded counter is far above),
+-- which saves an EXISTS. A negative or larger one was written by hand (INCR would answer no
+-- token, or one Lua rounds, so that two holders could get the same): put back, and refused.
+-- The same function is in every script that counts a token (scripts cannot share code).
+local function next_token(key)
+  local token = redis.pcall('INCR', key)
+  if type(token) == 'table' then
+    if string.find(token.err, 'WRONGTYPE', 1, true) then return nil, redis.call('TYPE', key)['ok'] end
+    -- Not about the value (an ACL that denies INCR, OOM under maxmemory): the server's own error.
+    if not (string.find(token.err, 'not an integer', 1, true) or string.find(token.err, 'overflow', 1, true)) then
+      error(token)
+    end
+    return nil, 'string (not a counter)'
+  end
+  if token == 1 then
+    local t = redis.call('TIME')
+    redis.call('SET', key, t[1] .. string.format('%06d', tonumber(t[2])))
+    token = redis.call('INCR', key)
+  end
+  if token < 1 or token > 9007199254740991 then
+    -- pcall: an ACL narrower than the README's (which allows DECR) still gets the refusal.
+    redis.pcall('DECR', key)
+    return nil, 'string (not a counter)'
+  end
+  return token
+end
+
 local function wrong_type(key) return {-1, redis.call('TYPE', key)['ok'] .. ' at ' .. key} end
 local function failed(r) return type(r) == 'table' and r.err end
 
@@ -63,19 +96,9 @@ end
 -- This writer's own intent, if an earlier try left one; before any write, as the type check of
 -- the intents' key.
 if failed(redis.pcall('ZREM', KEYS[3], ARGV[1])) then return wrong_type(KEYS[3]) end
--- A missing counter is seeded from the server's clock in microseconds (as for Mutex), so tokens
--- keep rising after data loss. INCR answers 1 only on a missing counter (a seeded one is far
--- above), which saves an EXISTS on every acquire.
-local token = redis.pcall('INCR', KEYS[4])
-if failed(token) then
-  local kind4 = redis.call('TYPE', KEYS[4])['ok']
-  return {-1, (kind4 == 'string' and 'string (not a counter)' or kind4) .. ' at ' .. KEYS[4]}
-end
-if token == 1 then
-  clock()
-  redis.call('SET', KEYS[4], t[1] .. string.format('%06d', tonumber(t[2])))
-  token = redis.call('INCR', KEYS[4])
-end
+-- Counted before the hold is written, so a failure here leaves no lock.
+local token, bad = next_token(KEYS[4])
+if not token then return {-1, bad .. ' at ' .. KEYS[4]} end
 redis.call('HSET', KEYS[1], 'kind', 'SharedMutex', 'writer', ARGV[1])
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return {1, token}

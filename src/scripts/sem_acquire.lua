@@ -18,6 +18,38 @@
 --                      (-1: never, k exceeds the limit)
 --          {-1, type, key}  a key holds a value of another type or kind (also a limit or a
 --                      counter that is no count)
+
+-- The next fencing token from the counter at `key`, or nil and why the key holds no counter.
+-- A counter is a whole number from 0 to 2^53 - 2: every token is then at least 1 and exact in
+-- Lua's numbers. A missing (or zero) counter, after a restart without persistence or a
+-- failover to a replica that lacked it, is seeded from the server's clock in microseconds, so
+-- tokens keep rising after data loss; INCR answers 1 only then (a seeded counter is far above),
+-- which saves an EXISTS. A negative or larger one was written by hand (INCR would answer no
+-- token, or one Lua rounds, so that two holders could get the same): put back, and refused.
+-- The same function is in every script that counts a token (scripts cannot share code).
+local function next_token(key)
+  local token = redis.pcall('INCR', key)
+  if type(token) == 'table' then
+    if string.find(token.err, 'WRONGTYPE', 1, true) then return nil, redis.call('TYPE', key)['ok'] end
+    -- Not about the value (an ACL that denies INCR, OOM under maxmemory): the server's own error.
+    if not (string.find(token.err, 'not an integer', 1, true) or string.find(token.err, 'overflow', 1, true)) then
+      error(token)
+    end
+    return nil, 'string (not a counter)'
+  end
+  if token == 1 then
+    local t = redis.call('TIME')
+    redis.call('SET', key, t[1] .. string.format('%06d', tonumber(t[2])))
+    token = redis.call('INCR', key)
+  end
+  if token < 1 or token > 9007199254740991 then
+    -- pcall: an ACL narrower than the README's (which allows DECR) still gets the refusal.
+    redis.pcall('DECR', key)
+    return nil, 'string (not a counter)'
+  end
+  return token
+end
+
 --
 -- Types are checked only where a key of another type shows up: the first command on each key is
 -- a pcall whose WRONGTYPE error is answered with the key's TYPE. That keeps the error and saves
@@ -52,18 +84,9 @@ end
 local k = tonumber(ARGV[3])
 local held = redis.call('ZCARD', KEYS[2])
 if held + k <= limit then
-  -- A missing counter (restart without persistence, failover) is seeded from the server's clock
-  -- in microseconds so tokens keep rising. INCR first: it answers 1 only on a missing counter (a
-  -- seeded one is far above), which saves an EXISTS on every acquire.
-  local token = redis.pcall('INCR', KEYS[4])
-  if type(token) == 'table' then
-    local kind4 = redis.call('TYPE', KEYS[4])['ok']
-    return {-1, kind4 == 'string' and 'string (not a counter)' or kind4, KEYS[4]}
-  end
-  if token == 1 then
-    redis.call('SET', KEYS[4], t[1] .. string.format('%06d', tonumber(t[2])))
-    token = redis.call('INCR', KEYS[4])
-  end
+  -- Counted before any permit is written, so a failure here takes none.
+  local token, bad = next_token(KEYS[4])
+  if not token then return {-1, bad, KEYS[4]} end
   local ttl = tonumber(ARGV[2])
   -- In calls of at most 1000 permits: unpack() of a few thousand values overflows Lua's C stack
   -- ("too many results to unpack"), and k is only bounded by the limit.

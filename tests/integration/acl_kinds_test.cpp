@@ -33,7 +33,7 @@ using SteadyClock = std::chrono::steady_clock;
 
 // The README's line, without the user, password and key/channel patterns.
 const std::vector<std::string> kBase = {"+get",  "+set",     "+del",     "+exists",    "+type",     "+pttl",
-                                        "+pexpire", "+incr", "+time",    "+zadd",      "+zpopmin",  "+zrem",
+                                        "+pexpire", "+incr", "+decr", "+time", "+zadd",      "+zpopmin",  "+zrem",
                                         "+publish", "+subscribe", "+unsubscribe", "+evalsha", "+eval", "+ping",
                                         "+client|setname"};
 const std::vector<std::string> kFair = {"+lindex", "+lpop", "+lpos", "+lrem", "+rpush", "+hget",

@@ -871,16 +871,16 @@ TEST_F(SharedMutexTest, AFenceThatIsNoCounterIsRefusedBeforeAnyHoldIsWritten) {
 
   // Strings Lua's tonumber() reads as numbers but the writers' INCR refuses: a reader must not
   // take a token from them that no writer can follow. Nor from a negative counter (tokens are
-  // unsigned), which INCR itself would count on.
-  for (const char* lookalike : {"1e5", "0x10", "inf", "1.5", " 7", "+7", "007", "-3"}) {
+  // unsigned), nor one past 2^53 - 2 (Lua's numbers round it), which INCR itself would count on
+  // and writers refuse too (fence_counter_test.cpp).
+  for (const char* lookalike : {"1e5", "0x10", "inf", "1.5", " 7", "+7", "007", "-3", "9007199254740991"}) {
     ASSERT_EQ(raw->cmd({"SET", key_of("bad-fence") + ":fence", lookalike}), "OK");
     auto looked = m.acquire_shared(no_wait());
     EXPECT_EQ(looked.code(), wrong) << "'" << lookalike << "': "
                                     << (looked.ok() ? std::string("acquired") : looked.error().what());
     EXPECT_EQ(raw->cmd_int({"EXISTS", key_of("bad-fence") + ":readers"}), 0) << lookalike;
-    if (std::string_view(lookalike) != "-3") {
-      EXPECT_EQ(m.acquire(no_wait()).code(), wrong) << lookalike;
-    }
+    EXPECT_EQ(m.acquire(no_wait()).code(), wrong) << lookalike;
+    EXPECT_EQ(raw->cmd({"GET", key_of("bad-fence") + ":fence"}), lookalike) << "the counter was changed";
   }
 
   ASSERT_EQ(raw->cmd_int({"DEL", key_of("bad-fence") + ":fence"}), 1);
@@ -893,12 +893,23 @@ TEST_F(SharedMutexTest, AFenceThatIsNoCounterIsRefusedBeforeAnyHoldIsWritten) {
   EXPECT_EQ(raw->cmd_int({"EXISTS", key_of("bad-fence") + ":readers"}), 0);
   EXPECT_EQ(m.acquire(no_wait()).code(), wrong);
 
-  // Counters are taken as they are, zero included.
-  for (const char* counter : {"0", "42", "1764979200123456"}) {
+  // Counters are taken as they are, up to 2^53 - 2.
+  for (const char* counter : {"42", "1764979200123456", "9007199254740990"}) {
     ASSERT_EQ(raw->cmd({"SET", key_of("bad-fence") + ":fence", counter}), "OK");
     auto read = m.acquire_shared(no_wait());
     ASSERT_TRUE(read.ok()) << counter << ": " << read.error().what();
     EXPECT_EQ(read->token().value, std::stoull(counter)) << counter;
+    EXPECT_TRUE(read->release().ok());
+  }
+  // Zero is seeded from the server's clock, as a missing counter and as a writer's INCR does
+  // (a reader of epoch 0 held no token: zero is none).
+  ASSERT_EQ(raw->cmd({"SET", key_of("bad-fence") + ":fence", "0"}), "OK");
+  {
+    const auto now_us = static_cast<std::uint64_t>(raw->server_ms()) * 1000;
+    auto read = m.acquire_shared(no_wait());
+    ASSERT_TRUE(read.ok()) << read.error().what();
+    EXPECT_GE(read->token().value, now_us);
+    EXPECT_EQ(raw->cmd({"GET", key_of("bad-fence") + ":fence"}), std::to_string(read->token().value));
     EXPECT_TRUE(read->release().ok());
   }
 
