@@ -31,6 +31,9 @@ class Client;
 // lock's fencing counter survives (it has no TTL and is never deleted). When the counter is lost
 // (restart without persistence, failover to a replica that lacked it) it is re-seeded from the
 // server's clock in microseconds, so tokens keep increasing unless the server's clock went back.
+// Tokens lie between 1 and 2^53 - 1: a counter someone set by hand outside 0..2^53 - 2 (or to
+// no number) makes every kind's acquisition of that name fail with errc::wrong_type naming
+// P{N}:fence, leaving the counter as it was; deleting it repairs the name.
 // Not guaranteed: tokens of *different* locks are unrelated.
 struct FencingToken {
   std::uint64_t value = 0;  // 0: no token

@@ -76,8 +76,8 @@ class Mutex {
   //
   // Takes the lock, waiting as WaitOptions says: woken by a release notification, and in any
   // case rechecking when the holder's TTL ends or after recheck_interval. Returns the Lease.
-  // Errors: busy (timeout zero and held), timeout, cancelled (stop requested), wrong_type,
-  // connection, auth (also an ACL denial inside the script), server (OOM, READONLY...), script,
+  // Errors: busy (timeout zero and held), timeout, cancelled (stop requested), wrong_type (the
+  // key, or its fencing counter, holds something else: fencing.hpp), connection, auth (also an ACL denial inside the script), server (OOM, READONLY...), script,
   // protocol, overloaded, called_from_event_loop, shutdown.
   // Not returned: a lease whose validity ended before its reply came back (a stalled network
   // or process). Such a late acquisition is given back (compare-and-delete) before acquire()
