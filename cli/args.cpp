@@ -54,6 +54,20 @@ ParsedArgs parse_args(const std::vector<std::string>& args, const std::vector<Op
       out.rest.push_back(a);
       continue;
     }
+    if (a == "--") {
+      // With a command to come, "--" starts it once its N positionals were given. Before them
+      // it ends the options, as it does for every command, so that a NAME that begins with '-'
+      // can be given: "dlock run -- -nightly -- CMD" (the second "--", or the next word,
+      // starts the command). A "--" among operands is an operand.
+      if (command_after && out.positionals.size() >= *command_after) {
+        out.rest_started = true;
+        continue;
+      }
+      if (!only_positionals) {
+        only_positionals = true;
+        continue;
+      }
+    }
     const bool looks_like_option = !only_positionals && a.size() > 1 && a[0] == '-';
     if (!looks_like_option) {
       if (command_after && out.positionals.size() >= *command_after) {
@@ -62,11 +76,6 @@ ParsedArgs parse_args(const std::vector<std::string>& args, const std::vector<Op
       } else {
         out.positionals.push_back(a);
       }
-      continue;
-    }
-    if (a == "--") {
-      if (command_after) out.rest_started = true;
-      else only_positionals = true;
       continue;
     }
     const OptionSpec* spec = nullptr;

@@ -42,9 +42,10 @@ struct ParsedArgs {
 
 // parse_args()
 //
-// Accepts "--name value", "--name=value", "-v", and "--" (everything after it is positional,
-// or with `command_after` the command). With `command_after` = N, the positional after the first
-// N starts the command: it and everything after it go to `rest` verbatim (as flock(1) does).
+// Accepts "--name value", "--name=value", "-v", and "--" (everything after it is positional).
+// With `command_after` = N, the positional after the first N starts the command: it and
+// everything after it go to `rest` verbatim (as flock(1) does); so does a "--" after the first
+// N positionals. A "--" before them ends the options: "run -- -x -- CMD" names the lock "-x".
 // Throws UsageError on an unknown option or a missing value.
 ParsedArgs parse_args(const std::vector<std::string>& args, const std::vector<OptionSpec>& specs,
                       std::string_view command, std::optional<std::size_t> command_after = std::nullopt);

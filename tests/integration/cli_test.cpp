@@ -703,6 +703,32 @@ TEST_F(CliTest, RunGivesTheCommandItsEnvironmentAndStatus) {
   EXPECT_EQ(dlock({"run", "job", "true"}).exit_code, 0) << "the command without --";
 }
 
+// A NAME that begins with '-' reads as an option; after a first "--" it is the NAME, and the
+// second "--" (or the next word) starts the command. The command's own "--" stays its own.
+TEST_F(CliTest, RunTakesANameThatBeginsWithADashAfterDashDash) {
+  auto r = dlock({"run", "--ttl", "10s", "--", "-nightly", "--", "sh", "-c", "echo \"$DLOCK_NAME\" \"$@\"", "sh", "--",
+                  "x"});
+  EXPECT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_EQ(r.out, "-nightly -- x\n") << describe(r);
+  EXPECT_EQ(raw->cmd({"GET", key("-nightly") + ":rel"}).empty(), false) << "released under its own key";
+  EXPECT_NE(raw->cmd({"GET", key("-nightly") + ":fence"}), "(nil)") << "the lock was taken under '-nightly'";
+
+  auto without_second = dlock({"run", "--", "-nightly", "sh", "-c", "echo \"$DLOCK_NAME\""});
+  EXPECT_EQ(without_second.exit_code, 0) << describe(without_second);
+  EXPECT_EQ(without_second.out, "-nightly\n") << describe(without_second);
+
+  // Without "--" it is an option, unknown: a usage error, not a lock named "-nightly".
+  auto as_option = dlock({"run", "-nightly", "--", "true"});
+  EXPECT_EQ(as_option.exit_code, 64) << describe(as_option);
+  // A NAME and no command.
+  auto no_command = dlock({"run", "--", "-nightly", "--"});
+  EXPECT_EQ(no_command.exit_code, 64) << describe(no_command);
+  // The familiar form is unchanged: NAME, then "--" starts the command even when it has a "--".
+  auto familiar = dlock({"run", "job", "--", "sh", "-c", "echo \"$DLOCK_NAME\" \"$@\"", "sh", "--", "y"});
+  EXPECT_EQ(familiar.exit_code, 0) << describe(familiar);
+  EXPECT_EQ(familiar.out, "job -- y\n") << describe(familiar);
+}
+
 TEST_F(CliTest, RunStopsTheCommandWhenTheKeyIsDeleted) {
   auto& bg = background({"run", "victim", "--ttl", "2s", "--grace", "500ms", "--",
                          "sh", "-c", "echo $$ > " + path("pid") + "; trap 'exit 9' TERM; while :; do sleep 0.05; done"});
