@@ -161,10 +161,20 @@ void write_back(const std::shared_ptr<const RedlockSpec>& spec, std::string owne
        report = std::move(report)](NodeReplies replies) mutable {
         if (confirmed(replies) < q) {
           answers->release();
+          // A node that answered 0 holds something else than a counter there (redlock_fence.lua).
+          std::string detail = describe_failures(spec->nodes, replies);
+          bool refused = false;
+          for (std::size_t i = 0; i < replies.size(); ++i) {
+            const auto& r = replies[i];
+            if (!r || !r->ok() || !(*r)->is_integer() || (*r)->integer() != 0) continue;
+            refused = true;
+            detail += std::string(detail.empty() ? "" : "; ") + "node " + spec->nodes.display(i) + ": key '" +
+                      spec->key + ":fence' holds no counter";
+          }
           RedlockTry t;
-          t.error = Error(errc::connection, "acquiring " + what(*spec) + ": the fencing token reached fewer than " +
-                                                std::to_string(q) + " nodes (" + describe_failures(spec->nodes, replies) +
-                                                ")");
+          t.error = Error(refused ? errc::wrong_type : errc::connection,
+                          "acquiring " + what(*spec) + ": the fencing token reached fewer than " + std::to_string(q) +
+                              " nodes (" + detail + ")");
           return report(std::move(t));
         }
         grant(spec, std::move(owner), token, sent, answers, report);

@@ -25,13 +25,14 @@
 -- Deadlines are the server's clock (TIME), never a client's.
 
 -- The next fencing token from the counter at `key`, or nil and why the key holds no counter.
--- A counter is a whole number from 0 to 2^53 - 2: every token is then at least 1 and exact in
--- Lua's numbers. A missing (or zero) counter, after a restart without persistence or a
--- failover to a replica that lacked it, is seeded from the server's clock in microseconds, so
--- tokens keep rising after data loss; INCR answers 1 only then (a seeded counter is far above),
--- which saves an EXISTS. A negative or larger one was written by hand (INCR would answer no
--- token, or one Lua rounds, so that two holders could get the same): put back, and refused.
--- The same function is in every script that counts a token (scripts cannot share code).
+-- A counter counts on from 0 to 2^53 - 2: every token is then at least 1 and exact in Lua's
+-- numbers (the last, 2^53 - 1, leaves a counter that gives no more). A missing (or zero)
+-- counter, after a restart without persistence or a failover to a replica that lacked it, is
+-- seeded from the server's clock in microseconds, so tokens keep rising after data loss; INCR
+-- answers 1 only then (a seeded counter is far above), which saves an EXISTS. A negative or
+-- larger one was written by hand (INCR would answer no token, or one Lua rounds, so that two
+-- holders could get the same): put back, and refused. The same function is in every script
+-- that counts a token (scripts cannot share code).
 local function next_token(key)
   local token = redis.pcall('INCR', key)
   if type(token) == 'table' then
@@ -43,7 +44,13 @@ local function next_token(key)
     return nil, 'string (not a counter)'
   end
   if token == 1 then
-    local t = redis.call('TIME')
+    -- An ACL without TIME: the counter goes back to missing before the error, so that the next
+    -- try seeds it too instead of counting on from the 1 this INCR wrote.
+    local t = redis.pcall('TIME')
+    if t.err then
+      redis.call('DEL', key)
+      error(t)
+    end
     redis.call('SET', key, t[1] .. string.format('%06d', tonumber(t[2])))
     token = redis.call('INCR', key)
   end
@@ -62,19 +69,24 @@ if lock_type == 'string' and redis.call('GET', KEYS[1]) == me then
   -- A release handed the lock to us; the counter holds that handover's token (or a later one).
   local fence = redis.pcall('GET', KEYS[2])
   if type(fence) == 'table' then return {-1, redis.call('TYPE', KEYS[2])['ok'], KEYS[2]} end
-  if fence and not (#fence <= 16 and string.match(fence, '^[1-9]%d*$') and tonumber(fence) <= 9007199254740991) then
-    -- Refused before anything is written: the caller gives its place up, and with it the lock
-    -- (fair_dequeue.lua), which goes on to the next waiter.
-    return {-1, 'string (not a counter)', KEYS[2]}
+  local token
+  if fence and fence ~= '0' then
+    if not (#fence <= 16 and string.match(fence, '^[1-9]%d*$') and tonumber(fence) <= 9007199254740991) then
+      -- Refused before anything is written: the caller gives its place up, and with it the
+      -- lock (fair_dequeue.lua), which goes on to the next waiter.
+      return {-1, 'string (not a counter)', KEYS[2]}
+    end
+    token = tonumber(fence)
+  else
+    -- The counter was lost since the handover: a fresh token, still above every old one.
+    local bad
+    token, bad = next_token(KEYS[2])
+    if not token then return {-1, bad, KEYS[2]} end
   end
   -- The TTL restarts now, after this call was sent: the caller counts its lease from that send
   -- time, so its validity stays conservative.
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  if not fence then
-    -- The counter was lost since the handover: a fresh token, still above every old one.
-    return {1, next_token(KEYS[2])}
-  end
-  return {1, tonumber(fence)}
+  return {1, token}
 end
 local queue_type = redis.call('TYPE', KEYS[3])['ok']
 if queue_type ~= 'none' and queue_type ~= 'list' then return {-1, queue_type .. ' at ' .. KEYS[3]} end

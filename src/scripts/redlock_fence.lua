@@ -7,12 +7,12 @@
 -- KEYS[1]  the fencing counter     P{N}:fence
 -- ARGV[1]  the chosen token
 -- Reply:   1  the counter holds the token or more;  0  it holds no counter (a value of
---             another type, or not a whole number from 0 to 2^53 - 2, as redlock_acquire.lua
+--             another type, or not a whole number from 0 to 2^53 - 1, as redlock_acquire.lua
 --             refuses it): left as it is, for the next acquisition there to name
 local counter = redis.pcall('GET', KEYS[1])
 if type(counter) == 'table' then return 0 end
 if counter and not (counter == '0' or (#counter <= 16 and string.match(counter, '^[1-9]%d*$')
-                                       and tonumber(counter) <= 9007199254740990)) then
+                                       and tonumber(counter) <= 9007199254740991)) then
   return 0
 end
 if tonumber(ARGV[1]) > tonumber(counter or '0') then redis.call('SET', KEYS[1], ARGV[1]) end

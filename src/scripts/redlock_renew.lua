@@ -22,7 +22,8 @@ redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 -- The node may have lost its counter with the rest of its data: teach it this hold's token. A
 -- counter that is no counter (redlock_acquire.lua refuses it) is left as it is.
 local counter = redis.pcall('GET', KEYS[3])
-if type(counter) ~= 'table' and (not counter or (#counter <= 16 and string.match(counter, '^%d+$'))) then
+if type(counter) ~= 'table' and (not counter or counter == '0' or (#counter <= 16 and string.match(counter, '^[1-9]%d*$')
+                                   and tonumber(counter) <= 9007199254740991)) then
   if tonumber(ARGV[3]) > tonumber(counter or '0') then redis.call('SET', KEYS[3], ARGV[3]) end
 end
 return 3

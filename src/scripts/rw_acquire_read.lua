@@ -49,8 +49,8 @@ end
 -- Read before any write: a counter that is no number would otherwise leave this reader's hold
 -- in place behind a reply without a token, which the client cannot use nor release. A counter
 -- is a decimal integer as the writers' INCR reads one (no '+', leading zeros or spaces), from 0
--- to 2^53 - 2 as every script that counts a token takes one (next_token in mutex_acquire.lua):
--- not negative, as tokens are unsigned, and exact in Lua's numbers. tonumber() alone passed
+-- to 2^53 - 1, the last token a writer can be given (next_token in mutex_acquire.lua): not
+-- negative, as tokens are unsigned, and exact in Lua's numbers. tonumber() alone passed
 -- '1e5', '0x10' or 'inf', which INCR then refuses: readers held tokens that writers could not
 -- follow.
 local epoch = redis.pcall('GET', KEYS[4])
@@ -60,7 +60,7 @@ if failed(epoch) then return wrong_type(KEYS[4]) end
 if not epoch or epoch == '0' then
   epoch = t[1] .. string.format('%06d', tonumber(t[2]))
   redis.call('SET', KEYS[4], epoch)
-elseif not (#epoch <= 16 and string.match(epoch, '^[1-9]%d*$') and tonumber(epoch) <= 9007199254740990) then
+elseif not (#epoch <= 16 and string.match(epoch, '^[1-9]%d*$') and tonumber(epoch) <= 9007199254740991) then
   return {-1, 'string (not a counter) at ' .. KEYS[4]}
 end
 local ttl = tonumber(ARGV[2])

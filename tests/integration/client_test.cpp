@@ -469,7 +469,7 @@ void minimal_acl_waiter_is_woken(RawConnection& admin, const std::string& url, c
 
 TEST_F(ClientAcl, MinimalAclOfTheReadmeWakesWaitersThroughTheRoll) {
   ASSERT_EQ(admin_->cmd({"ACL", "SETUSER", "minimal", "on", ">pw", "~dlock:*", "&dlock:*", "+get", "+set", "+del",
-                         "+exists", "+type", "+pttl", "+pexpire", "+incr", "+time", "+zadd", "+zpopmin", "+zrem",
+                         "+exists", "+type", "+pttl", "+pexpire", "+incr", "+decr", "+time", "+zadd", "+zpopmin", "+zrem",
                          "+publish", "+subscribe", "+unsubscribe", "+evalsha", "+eval", "+ping", "+client|setname"}),
             "OK");
   minimal_acl_waiter_is_woken(*admin_, url_for("minimal"), "acl-min", true);

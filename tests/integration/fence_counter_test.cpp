@@ -36,9 +36,9 @@ using dlock::test::no_wait;
 
 std::string fence_of(const std::string& name) { return key_of(name) + ":fence"; }
 
-// Texts a hand may leave in a counter. Negative ("-1": INCR answers 0, no token), at the bound
-// (INCR answers 2^53) and above it, beyond 64 bits, and no integer at all.
-const std::vector<std::string> kNoCounters = {"-5",    "-1",  "9007199254740991", "99999999999999999",
+// Texts a hand may leave in a counter. Negative ("-1": INCR answers 0, no token), past the last
+// token (2^53 - 1) and far past it, at the edge of 64 bits, and no integer at all.
+const std::vector<std::string> kNoCounters = {"-5",    "-1",  "9007199254740992", "99999999999999999",
                                               "9223372036854775807", "abc", "1e5", "-0"};
 
 // The highest counter that still gives a token, and the token it gives.
@@ -142,12 +142,47 @@ TEST_F(FenceCounterTest, TheLastCounterGivesAnExactTokenAndZeroIsSeeded) {
     EXPECT_EQ(r->token().value, reader ? kTopToken - 1 : kTopToken) << kind.label;
     EXPECT_TRUE(r->release().ok()) << kind.label;
 
+    // A counter at the last token gives no more: a writer is refused, and the counter kept; a
+    // reader carries it.
+    const std::string last = "last-" + std::to_string(round);
+    ASSERT_EQ(raw->cmd({"SET", fence_of(last), std::to_string(kTopToken)}), "OK");
+    auto l = kind.acquire(*client, last);
+    if (reader) {
+      ASSERT_TRUE(l.ok()) << kind.label << ": " << describe(l);
+      EXPECT_EQ(l->token().value, kTopToken);
+      EXPECT_TRUE(l->release().ok());
+    } else {
+      EXPECT_EQ(l.code(), make_error_code(dlock::errc::wrong_type)) << kind.label << ": " << describe(l);
+    }
+    EXPECT_EQ(raw->cmd({"GET", fence_of(last)}), std::to_string(kTopToken)) << kind.label;
+
     const std::string zero = "zero-" + std::to_string(round++);
     ASSERT_EQ(raw->cmd({"SET", fence_of(zero), "0"}), "OK");
     auto z = kind.acquire(*client, zero);
     ASSERT_TRUE(z.ok()) << kind.label << ": " << describe(z);
     EXPECT_GE(z->token().value, static_cast<std::uint64_t>(now_us)) << kind.label << ": the zero counter was not seeded";
     EXPECT_TRUE(z->release().ok()) << kind.label;
+  }
+}
+
+// Without TIME (an ACL), a name's first acquisition cannot seed its counter: it fails, takes
+// nothing, and leaves the counter missing, so that the next try cannot count on from the 1 its
+// INCR wrote (tokens near 1 after data loss, below those resources stored).
+TEST_F(FenceCounterTest, WithoutTimeAFirstAcquisitionFailsAndLeavesNoCounter) {
+  ASSERT_EQ(raw->cmd({"ACL", "SETUSER", "notime", "on", ">pw", "~*", "&*", "+@all", "-time"}), "OK");
+  dlock::Client notime("redis://notime:pw@" + server->host() + ":" + std::to_string(server->port()));
+  int round = 0;
+  for (const Kind& kind : kinds()) {
+    const std::string name = "notime-" + std::to_string(round++);
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      auto r = kind.acquire(notime, name);
+      EXPECT_EQ(r.code(), make_error_code(dlock::errc::auth)) << kind.label << " #" << attempt << ": " << describe(r);
+      EXPECT_EQ(exists(fence_of(name)), 0) << kind.label << " #" << attempt << ": the counter was left at "
+                                           << raw->cmd({"GET", fence_of(name)});
+      for (const std::string& key : kind.written(name)) {
+        EXPECT_EQ(exists(key), 0) << kind.label << ": " << key << " was written";
+      }
+    }
   }
 }
 

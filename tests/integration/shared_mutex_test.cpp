@@ -871,9 +871,9 @@ TEST_F(SharedMutexTest, AFenceThatIsNoCounterIsRefusedBeforeAnyHoldIsWritten) {
 
   // Strings Lua's tonumber() reads as numbers but the writers' INCR refuses: a reader must not
   // take a token from them that no writer can follow. Nor from a negative counter (tokens are
-  // unsigned), nor one past 2^53 - 2 (Lua's numbers round it), which INCR itself would count on
-  // and writers refuse too (fence_counter_test.cpp).
-  for (const char* lookalike : {"1e5", "0x10", "inf", "1.5", " 7", "+7", "007", "-3", "9007199254740991"}) {
+  // unsigned), nor one past the last token 2^53 - 1 (Lua's numbers round it), which INCR itself
+  // would count on and writers refuse too (fence_counter_test.cpp).
+  for (const char* lookalike : {"1e5", "0x10", "inf", "1.5", " 7", "+7", "007", "-3", "9007199254740992"}) {
     ASSERT_EQ(raw->cmd({"SET", key_of("bad-fence") + ":fence", lookalike}), "OK");
     auto looked = m.acquire_shared(no_wait());
     EXPECT_EQ(looked.code(), wrong) << "'" << lookalike << "': "
@@ -893,8 +893,8 @@ TEST_F(SharedMutexTest, AFenceThatIsNoCounterIsRefusedBeforeAnyHoldIsWritten) {
   EXPECT_EQ(raw->cmd_int({"EXISTS", key_of("bad-fence") + ":readers"}), 0);
   EXPECT_EQ(m.acquire(no_wait()).code(), wrong);
 
-  // Counters are taken as they are, up to 2^53 - 2.
-  for (const char* counter : {"42", "1764979200123456", "9007199254740990"}) {
+  // Counters are taken as they are, up to the last token, 2^53 - 1.
+  for (const char* counter : {"42", "1764979200123456", "9007199254740991"}) {
     ASSERT_EQ(raw->cmd({"SET", key_of("bad-fence") + ":fence", counter}), "OK");
     auto read = m.acquire_shared(no_wait());
     ASSERT_TRUE(read.ok()) << counter << ": " << read.error().what();
