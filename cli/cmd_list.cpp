@@ -15,19 +15,23 @@ namespace {
 
 // The keys that make a name worth inspecting: the lock key itself, a semaphore's permits, a
 // FairLock's queue (waiters of a free lock) and a SharedMutex's readers. Counters (:fence),
-// markers (:rel, :released) and limits alone do not make a lock.
-bool names_a_lock(std::string_view suffix) {
-  return suffix.empty() || suffix == ":permits" || suffix == ":queue" || suffix == ":readers";
+// markers (:rel, :released) and limits alone do not make a lock; `leaks` inspects the names of
+// counters too (every name ever locked), for counters that are no counter.
+bool names_a_lock(std::string_view suffix, bool with_counters) {
+  return suffix.empty() || suffix == ":permits" || suffix == ":queue" || suffix == ":readers" ||
+         (with_counters && suffix == ":fence");
 }
 
-// Every lock under the prefix whose name matches `glob` and that is held, has waiters, or is a
-// key of another type under a lock's name; inspected, sorted by name.
-dlock::Result<std::vector<dlock::LockInfo>> collect_locks(Context& ctx, const std::string& glob) {
+// Every lock under the prefix whose name matches `glob` and that is held, has waiters, is a key
+// of another type under a lock's name, or (with_counters) whose fencing counter is no counter;
+// inspected, sorted by name.
+dlock::Result<std::vector<dlock::LockInfo>> collect_locks(Context& ctx, const std::string& glob,
+                                                          bool with_counters = false) {
   std::set<std::string> names;
   auto scanned = scan_keys(ctx.client(), ctx.key_pattern(glob) + "*", [&](std::vector<std::string> keys) -> dlock::Result<void> {
     for (const auto& k : keys) {
       const auto close = k.find('}', ctx.globals().prefix.size());
-      if (close == std::string::npos || !names_a_lock(std::string_view(k).substr(close + 1))) continue;
+      if (close == std::string::npos || !names_a_lock(std::string_view(k).substr(close + 1), with_counters)) continue;
       if (auto name = ctx.name_of_key(std::string_view(k).substr(0, close + 1))) names.insert(*name);
     }
     return {};
@@ -42,7 +46,10 @@ dlock::Result<std::vector<dlock::LockInfo>> collect_locks(Context& ctx, const st
     chunk.clear();
     if (!infos) return infos.error();
     for (auto& info : *infos) {
-      if (info.held() || !info.waiters.empty() || info.kind == dlock::LockKind::foreign) out.push_back(std::move(info));
+      if (info.held() || !info.waiters.empty() || info.kind == dlock::LockKind::foreign ||
+          (with_counters && info.fencing_counter_fault)) {
+        out.push_back(std::move(info));
+      }
     }
     return {};
   };
@@ -67,6 +74,12 @@ std::string leak_reason(const dlock::LockInfo& info) {
   if (forever) reason = "no expiry: the key has no TTL and would never be freed";
   if (info.value && !parse_owner_token(*info.value)) {
     reason += std::string(reason.empty() ? "" : "; ") + "the value is not a dlock owner token (another client?)";
+  }
+  if (info.fencing_counter_fault) {
+    // 'unlock --force' leaves counters alone (they are never deleted by dlock): a DEL repairs it.
+    reason += std::string(reason.empty() ? "" : "; ") + "the fencing counter " + info.key + ":fence holds " +
+              *info.fencing_counter_fault + ", not a counter: every acquisition fails until it is deleted (DEL " +
+              info.key + ":fence)";
   }
   return reason;
 }
@@ -134,7 +147,7 @@ int cmd_leaks(Context& ctx, const Args& args) {
   ParsedArgs a = ctx.parse(args, {});
   ctx.reject_redlock();
   if (!a.positionals.empty()) throw UsageError("leaks takes no arguments");
-  auto locks = collect_locks(ctx, "*");
+  auto locks = collect_locks(ctx, "*", true);
   if (!locks) return ctx.fail(locks.error());
 
   struct Leak {
@@ -164,6 +177,7 @@ int cmd_leaks(Context& ctx, const Args& args) {
       std::string what = "a " + l.info->redis_type;
       if (l.info->value && !parse_owner_token(*l.info->value)) what = "value " + Json::quote(*l.info->value);
       else if (l.info->held()) what = kind_name(*l.info) + " held by " + holders_text(*l.info);
+      else if (l.info->redis_type == "none") what = "free";
       std::printf("%s  %s (%s): %s\n", l.info->name.c_str(), l.info->key.c_str(), what.c_str(), l.reason.c_str());
     }
     if (leaks.empty() && ctx.verbose()) ctx.note("no leaks among " + std::to_string(locks->size()) + " lock(s)");

@@ -167,6 +167,10 @@ int cmd_status(Context& ctx, const Args& args) {
                            info.holders.front().mode != dlock::LockHolder::Mode::permits;
     std::printf("fencing  %llu (%s)\n", static_cast<unsigned long long>(*info.fencing_counter),
                 exclusive ? "the current holder's token, if it took the lock through dlock" : "the last token issued");
+  } else if (info.fencing_counter_fault) {
+    std::printf("fencing  %s:fence holds %s, not a counter: every acquisition of this name fails until that\n"
+                "         key is deleted (it is then seeded from the server's clock)\n",
+                info.key.c_str(), info.fencing_counter_fault->c_str());
   } else {
     std::printf("fencing  none issued yet\n");
   }

@@ -155,7 +155,8 @@ constexpr std::string_view kLeaks =
     "Usage: dlock leaks\n"
     "\n"
     "Reports abnormal locks of every kind under the prefix: holds or keys with no expiry (they\n"
-    "would never be freed) and mutex values that are not dlock owner tokens. Reports only, never\n"
+    "would never be freed), mutex values that are not dlock owner tokens, and fencing counters\n"
+    "(P{N}:fence) that hold no counter, under which every acquisition fails. Reports only, never\n"
     "deletes. On a Cluster every primary is scanned.\n"
     "Exit 1 when any are found, 0 otherwise (for monitoring).\n";
 

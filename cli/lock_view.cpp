@@ -87,6 +87,7 @@ void json_lock_members(Json& j, const dlock::LockInfo& info) {
   j.key("fencing_counter");
   if (info.fencing_counter) j.num(*info.fencing_counter);
   else j.null();
+  j.key("fencing_counter_fault").opt_str(info.fencing_counter_fault);
   j.key("holders").begin_array();
   for (const auto& h : info.holders) json_holder(j, h);
   j.end_array();

@@ -85,8 +85,13 @@ struct LockInfo {
   // PUBSUB NUMSUB of P{N}:ch: processes (Clients) waiting on the lock's channel, plus holders
   // that listen for revocation. Threads of one Client count once.
   long long subscribers = 0;
-  // P{N}:fence: the last fencing token issued for the name; nullopt when none yet.
+  // P{N}:fence: the last fencing token issued for the name; nullopt when none yet, or when the
+  // key holds no counter (below).
   std::optional<std::uint64_t> fencing_counter;
+  // Set when P{N}:fence holds no counter (someone wrote it by hand): its value quoted, or "a
+  // <type>" for a key of another type. Every acquisition of the name then fails with
+  // errc::wrong_type until the key is deleted (fencing.hpp). nullopt for a counter or none.
+  std::optional<std::string> fencing_counter_fault;
   // Semaphore: the stored number of permits; nullopt when none is stored yet.
   std::optional<long long> permits_limit;
   // PTTL of P{N} (or P{N}:permits for a semaphore): nullopt when the key has no expiry.

@@ -1,6 +1,7 @@
 // dlock::inspect: one read-only script takes a consistent snapshot of every key of the name's
 // layout (admin_inspect.lua); PUBSUB NUMSUB adds the channel's subscribers (not callable from a
 // script).
+#include <algorithm>
 #include <functional>
 #include <mutex>
 #include <utility>
@@ -42,7 +43,18 @@ Result<LockInfo> parse_info(std::string_view name, const std::string& key, const
   info.kind = detail::lock_kind_from(rep[0].str());
   info.redis_type = rep[1].str();
   if (rep[2].integer() >= 0) info.key_ttl = milliseconds(rep[2].integer());
-  if (rep[3].is_string()) info.fencing_counter = unsigned_of(rep[3]);
+  if (rep[3].is_string()) {
+    // As the scripts take a counter (next_token in mutex_acquire.lua): a decimal whole number
+    // up to the last token, 2^53 - 1; readers of the counter also take that last one.
+    const std::string& text = rep[3].str();
+    const bool digits = !text.empty() && text.size() <= 16 && (text == "0" || text[0] != '0') &&
+                        std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+    const auto v = digits ? unsigned_of(rep[3]) : std::nullopt;
+    if (v && *v <= (std::uint64_t{1} << 53) - 1) info.fencing_counter = v;
+    else info.fencing_counter_fault = "'" + text + "'";
+  } else if (rep[3].is_array() && rep[3].size() == 1 && rep[3][0].is_string()) {
+    info.fencing_counter_fault = "a " + rep[3][0].str();
+  }
   if (rep[4].is_string()) info.permits_limit = rep[4].as_integer();
   if (rep[5].is_string()) info.value = rep[5].str();
   for (const Reply& h : rep[6].elements()) {

@@ -2,7 +2,8 @@
 -- KEYS[1] P{N}  KEYS[2] P{N}:fence  KEYS[3] P{N}:queue  KEYS[4] P{N}:timeouts
 -- KEYS[5] P{N}:readers  KEYS[6] P{N}:wintent  KEYS[7] P{N}:permits  KEYS[8] P{N}:limit
 -- KEYS[9] P{N}:waiters (a Mutex's roll of waiting Clients; optional)
--- Reply: {kind, type of P{N}, pttl of the main key, fence counter | false, semaphore limit | false,
+-- Reply: {kind, type of P{N}, pttl of the main key, fence counter (its text; {its type} when the
+--         key is no string) | false, semaphore limit | false,
 --         value of a string P{N} | false, holders, waiters}
 --   holders: {owner, mode, ttl ms (-1: no expiry), count, hold token | false} ...
 --   waiters: {id, role, ttl ms} ...   (fair places in queue order, then writer intents, then
@@ -44,7 +45,8 @@ end
 
 local pttl = redis.call('PTTL', KEYS[1])
 local fence = false
-if ty(KEYS[2]) == 'string' then fence = redis.call('GET', KEYS[2]) end
+local fence_type = ty(KEYS[2])
+if fence_type == 'string' then fence = redis.call('GET', KEYS[2]) elseif fence_type ~= 'none' then fence = {fence_type} end
 local limit = false
 local value = false
 local holders, waiters = {}, {}

@@ -8,8 +8,11 @@
 #include <chrono>
 #include <cstdlib>
 #include <future>
+#include <optional>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "dlock/admin.hpp"
 #include "dlock/fair_lock.hpp"
@@ -277,6 +280,29 @@ TEST_F(AdminTest, ForeignKeysAreReportedAndLeftAlone) {
   EXPECT_EQ(raw->cmd({"HGET", key_of("h"), "field"}), "value");
   EXPECT_EQ(raw->cmd({"LINDEX", key_of("l"), "0"}), "x");
   EXPECT_EQ(raw->cmd({"HGET", key_of("almost"), "owner"}), "not-a-count");
+}
+
+// A fencing counter that holds no counter (every acquisition of the name fails: fence_counter_test)
+// is reported as such, not as "no token issued yet"; one at the last token is still a counter.
+TEST_F(AdminTest, AFencingCounterThatIsNoCounterIsReported) {
+  const std::vector<std::pair<std::string, std::string>> faults = {
+      {"-5", "'-5'"}, {"9007199254740992", "'9007199254740992'"}, {"abc", "'abc'"}, {"007", "'007'"}, {"", "''"}};
+  for (const auto& [stored, shown] : faults) {
+    ASSERT_EQ(raw->cmd({"SET", key_of("bad") + ":fence", stored}), "OK");
+    auto info = inspect_ok(*client, "bad");
+    EXPECT_FALSE(info.fencing_counter) << stored;
+    EXPECT_EQ(info.fencing_counter_fault, std::optional<std::string>(shown)) << stored;
+  }
+  ASSERT_EQ(raw->cmd_int({"DEL", key_of("bad") + ":fence"}), 1);
+  ASSERT_EQ(raw->cmd_int({"RPUSH", key_of("bad") + ":fence", "1"}), 1);
+  EXPECT_EQ(inspect_ok(*client, "bad").fencing_counter_fault, std::optional<std::string>("a list"));
+
+  for (const char* sound : {"0", "42", "9007199254740991"}) {
+    ASSERT_EQ(raw->cmd({"SET", key_of("good") + ":fence", sound}), "OK");
+    auto info = inspect_ok(*client, "good");
+    EXPECT_EQ(info.fencing_counter, std::optional<std::uint64_t>(std::stoull(sound))) << sound;
+    EXPECT_FALSE(info.fencing_counter_fault) << sound;
+  }
 }
 
 // Many names in one pipelined call, in the order asked.
