@@ -78,8 +78,8 @@ std::string leak_reason(const dlock::LockInfo& info) {
   if (info.fencing_counter_fault) {
     // 'unlock --force' leaves counters alone (they are never deleted by dlock): a DEL repairs it.
     reason += std::string(reason.empty() ? "" : "; ") + "the fencing counter " + info.key + ":fence holds " +
-              *info.fencing_counter_fault + ", not a counter: every acquisition fails until it is deleted (DEL " +
-              info.key + ":fence)";
+              *info.fencing_counter_fault + ", which gives no next token: every acquisition that counts one fails " +
+              "until it is deleted (DEL " + info.key + ":fence)";
   }
   return reason;
 }
@@ -182,8 +182,15 @@ int cmd_leaks(Context& ctx, const Args& args) {
     }
     if (leaks.empty() && ctx.verbose()) ctx.note("no leaks among " + std::to_string(locks->size()) + " lock(s)");
     if (!leaks.empty()) {
+      // 'unlock --force' removes holds, never a counter: a counter's repair is its DEL.
+      const bool holds = std::any_of(leaks.begin(), leaks.end(), [](const Leak& l) {
+        return l.info->held() || l.info->kind == dlock::LockKind::foreign || l.info->value;
+      });
+      const bool counters =
+          std::any_of(leaks.begin(), leaks.end(), [](const Leak& l) { return l.info->fencing_counter_fault.has_value(); });
       ctx.note(std::to_string(leaks.size()) + " abnormal lock(s) of " + std::to_string(locks->size()) +
-               "; inspect with 'dlock status NAME', remove with 'dlock unlock --force NAME'");
+               "; inspect with 'dlock status NAME'" + (holds ? ", remove with 'dlock unlock --force NAME'" : "") +
+               (counters ? std::string(holds ? "; " : ", ") + "repair a fencing counter by deleting it" : ""));
     }
   }
   return leaks.empty() ? exit_code::ok : exit_code::found;

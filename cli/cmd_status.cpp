@@ -162,15 +162,15 @@ int cmd_status(Context& ctx, const Args& args) {
   }
   if (info.permits_limit) std::printf("permits  %lld\n", *info.permits_limit);
   for (const auto& h : info.holders) print_holder(info, h);
-  if (info.fencing_counter) {
+  if (info.fencing_counter_fault) {
+    std::printf("fencing  %s:fence holds %s, which gives no next token: every acquisition that counts\n"
+                "         one fails until that key is deleted (it is then seeded from the server's clock)\n",
+                info.key.c_str(), info.fencing_counter_fault->c_str());
+  } else if (info.fencing_counter) {
     const bool exclusive = info.held() && info.holders.front().mode != dlock::LockHolder::Mode::read &&
                            info.holders.front().mode != dlock::LockHolder::Mode::permits;
     std::printf("fencing  %llu (%s)\n", static_cast<unsigned long long>(*info.fencing_counter),
                 exclusive ? "the current holder's token, if it took the lock through dlock" : "the last token issued");
-  } else if (info.fencing_counter_fault) {
-    std::printf("fencing  %s:fence holds %s, not a counter: every acquisition of this name fails until that\n"
-                "         key is deleted (it is then seeded from the server's clock)\n",
-                info.key.c_str(), info.fencing_counter_fault->c_str());
   } else {
     std::printf("fencing  none issued yet\n");
   }

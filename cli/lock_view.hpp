@@ -31,7 +31,8 @@ void json_holder(Json& j, const dlock::LockHolder& h);
 void json_holder_info(Json& j, const std::optional<OwnerInfo>& info);
 
 // The members every lock object in status/list output has: name, key, state, kind, owner,
-// holder, ttl_ms, fencing_counter, holders, queue, waiters, subscribers, permits_limit.
+// holder, ttl_ms, fencing_counter, fencing_counter_fault, holders, queue, waiters, subscribers,
+// permits_limit.
 void json_lock_members(Json& j, const dlock::LockInfo& info);
 
 // The number of waiters dlock can see: a FairLock's live queue places, a SharedMutex's live

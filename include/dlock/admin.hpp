@@ -88,9 +88,11 @@ struct LockInfo {
   // P{N}:fence: the last fencing token issued for the name; nullopt when none yet, or when the
   // key holds no counter (below).
   std::optional<std::uint64_t> fencing_counter;
-  // Set when P{N}:fence holds no counter (someone wrote it by hand): its value quoted, or "a
-  // <type>" for a key of another type. Every acquisition of the name then fails with
-  // errc::wrong_type until the key is deleted (fencing.hpp). nullopt for a counter or none.
+  // Set when P{N}:fence holds no counter (someone wrote it by hand): its value quoted (bytes
+  // outside printable ASCII as \xNN, cut after 40), or "a <type>" for a key of another type.
+  // Every acquisition of the name then fails with errc::wrong_type until the key is deleted
+  // (fencing.hpp). Also set, with fencing_counter, for a counter at the last token, 2^53 - 1,
+  // which only readers can still take. nullopt for any other counter, or none.
   std::optional<std::string> fencing_counter_fault;
   // Semaphore: the stored number of permits; nullopt when none is stored yet.
   std::optional<long long> permits_limit;

@@ -2,8 +2,11 @@
 // layout (admin_inspect.lua); PUBSUB NUMSUB adds the channel's subscribers (not callable from a
 // script).
 #include <algorithm>
+#include <cstdint>
 #include <functional>
 #include <mutex>
+#include <string>
+#include <string_view>
 #include <utility>
 
 #include "admin/admin_call.hpp"
@@ -25,6 +28,28 @@ std::optional<std::uint64_t> unsigned_of(const Reply& r) {
   auto v = r.as_integer();
   if (!v || *v < 0) return std::nullopt;
   return static_cast<std::uint64_t>(*v);
+}
+
+// A value someone wrote by hand, for a terminal: quoted, bytes outside printable ASCII escaped
+// (\xNN), and cut after 40 of them.
+std::string quoted(std::string_view text) {
+  static constexpr char hex[] = "0123456789abcdef";
+  std::string out = "'";
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (i == 40) {
+      out += "...(" + std::to_string(text.size()) + " bytes)";
+      break;
+    }
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c >= 0x20 && c < 0x7f && c != '\\' && c != '\'') {
+      out += static_cast<char>(c);
+    } else {
+      out += "\\x";
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    }
+  }
+  return out + "'";
 }
 
 Error malformed(const std::string& what, const Reply& r) {
@@ -50,8 +75,11 @@ Result<LockInfo> parse_info(std::string_view name, const std::string& key, const
     const bool digits = !text.empty() && text.size() <= 16 && (text == "0" || text[0] != '0') &&
                         std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
     const auto v = digits ? unsigned_of(rep[3]) : std::nullopt;
-    if (v && *v <= (std::uint64_t{1} << 53) - 1) info.fencing_counter = v;
-    else info.fencing_counter_fault = "'" + text + "'";
+    constexpr std::uint64_t last_token = (std::uint64_t{1} << 53) - 1;
+    if (v && *v <= last_token) info.fencing_counter = v;
+    if (!v || *v > last_token) info.fencing_counter_fault = quoted(text);
+    // Readers still take the last token; nothing that counts can follow it.
+    if (v && *v == last_token) info.fencing_counter_fault = quoted(text) + " (the last token)";
   } else if (rep[3].is_array() && rep[3].size() == 1 && rep[3][0].is_string()) {
     info.fencing_counter_fault = "a " + rep[3][0].str();
   }

@@ -7,8 +7,9 @@
 -- KEYS[1]  the fencing counter     P{N}:fence
 -- ARGV[1]  the chosen token
 -- Reply:   1  the counter holds the token or more;  0  it holds no counter (a value of
---             another type, or not a whole number from 0 to 2^53 - 1, as redlock_acquire.lua
---             refuses it): left as it is, for the next acquisition there to name
+--             another type, or not a whole number from 0 to 2^53 - 1; redlock_acquire.lua
+--             refuses these, and 2^53 - 1 too, which can give no next token): left as it is,
+--             for the next acquisition there to name
 local counter = redis.pcall('GET', KEYS[1])
 if type(counter) == 'table' then return 0 end
 if counter and not (counter == '0' or (#counter <= 16 and string.match(counter, '^[1-9]%d*$')

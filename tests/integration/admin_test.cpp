@@ -297,12 +297,25 @@ TEST_F(AdminTest, AFencingCounterThatIsNoCounterIsReported) {
   ASSERT_EQ(raw->cmd_int({"RPUSH", key_of("bad") + ":fence", "1"}), 1);
   EXPECT_EQ(inspect_ok(*client, "bad").fencing_counter_fault, std::optional<std::string>("a list"));
 
-  for (const char* sound : {"0", "42", "9007199254740991"}) {
+  for (const char* sound : {"0", "42", "9007199254740990"}) {
     ASSERT_EQ(raw->cmd({"SET", key_of("good") + ":fence", sound}), "OK");
     auto info = inspect_ok(*client, "good");
     EXPECT_EQ(info.fencing_counter, std::optional<std::uint64_t>(std::stoull(sound))) << sound;
     EXPECT_FALSE(info.fencing_counter_fault) << sound;
   }
+  // The last token: still the counter, and a fault (nothing that counts can follow it).
+  ASSERT_EQ(raw->cmd({"SET", key_of("good") + ":fence", "9007199254740991"}), "OK");
+  auto last = inspect_ok(*client, "good");
+  EXPECT_EQ(last.fencing_counter, std::optional<std::uint64_t>(9007199254740991ULL));
+  ASSERT_TRUE(last.fencing_counter_fault);
+  EXPECT_NE(last.fencing_counter_fault->find("the last token"), std::string::npos) << *last.fencing_counter_fault;
+
+  // What a hand wrote is shown safely: control bytes escaped, a long value cut.
+  ASSERT_EQ(raw->cmd({"SET", key_of("odd") + ":fence", std::string("a\n\x1b[2Jb'")}), "OK");
+  EXPECT_EQ(inspect_ok(*client, "odd").fencing_counter_fault, std::optional<std::string>("'a\\x0a\\x1b[2Jb\\x27'"));
+  ASSERT_EQ(raw->cmd({"SET", key_of("odd") + ":fence", std::string(100, 'x')}), "OK");
+  EXPECT_EQ(inspect_ok(*client, "odd").fencing_counter_fault,
+            std::optional<std::string>("'" + std::string(40, 'x') + "...(100 bytes)'"));
 }
 
 // Many names in one pipelined call, in the order asked.

@@ -1258,12 +1258,12 @@ TEST_F(CliTest, LeaksFindsKeysWithoutExpiry) {
   auto counter = dlock({"leaks"});
   EXPECT_EQ(counter.exit_code, 1) << describe(counter);
   EXPECT_NE(counter.out.find("fenced"), std::string::npos) << counter.out;
-  EXPECT_NE(counter.out.find("'-5', not a counter"), std::string::npos) << counter.out;
+  EXPECT_NE(counter.out.find("'-5', which gives no next token"), std::string::npos) << counter.out;
   auto cj = parse_json(dlock({"--json", "leaks"}).out, "leaks --json");
   ASSERT_EQ(cj["count"].integer(), 1);
   EXPECT_EQ(cj["leaks"].items.at(0)["fencing_counter_fault"].str(), "'-5'");
   auto status = dlock({"status", "fenced"});
-  EXPECT_NE(status.out.find("holds '-5', not a counter"), std::string::npos) << describe(status);
+  EXPECT_NE(status.out.find("holds '-5', which gives no next token"), std::string::npos) << describe(status);
   EXPECT_EQ(raw->cmd({"GET", key("fenced") + ":fence"}), "-5") << "leaks reports, never repairs";
   raw->cmd({"DEL", key("fenced") + ":fence"});
   EXPECT_EQ(dlock({"leaks"}).exit_code, 0);
