@@ -91,6 +91,43 @@ class FairLockTest : public dlock::test::ServerFixture {
 
 // ------------------------------------------------------------------------------- the script
 
+// fair_acquire.lua run by hand on a lock a release handed to the caller (its 'granted' message
+// missed): the try answers the counter's token, a missing or zero counter is seeded, and a
+// counter that is no counter is refused by name before the lease's TTL is restarted (the caller
+// then gives its place up, and with it the lock).
+TEST_F(FairLockTest, AHandedOverTryTakesItsTokenFromASoundCounterOnly) {
+  const std::string name = "handed";
+  const std::string source = dlock::detail::scripts::fair_acquire.source;
+  const std::string me = "aa@p0:1";
+  auto call = [&] {
+    return raw->cmd_array({"EVAL", source, "5", key_of(name), fence_of(name), queue_of(name), timeouts_of(name),
+                           grant_of(name), me, "30000", "60000", "1", key_of(name) + ":ch:"});
+  };
+  ASSERT_EQ(raw->cmd({"SET", key_of(name), me, "PX", "5000"}), "OK");
+  ASSERT_EQ(raw->cmd({"SET", fence_of(name), "1234"}), "OK");
+  EXPECT_EQ(call(), (std::vector<std::string>{"1", "1234"}));
+  EXPECT_GT(raw->cmd_int({"PTTL", key_of(name)}), 5000) << "the lease's TTL restarts";
+
+  const long long now_us = raw->server_ms() * 1000;
+  for (const char* lost : {"", "0"}) {
+    if (*lost) ASSERT_EQ(raw->cmd({"SET", fence_of(name), lost}), "OK");
+    else ASSERT_EQ(raw->cmd_int({"DEL", fence_of(name)}), 1);
+    auto r = call();
+    ASSERT_EQ(r.size(), 2u) << "counter '" << lost << "'";
+    EXPECT_EQ(r[0], "1");
+    EXPECT_GE(std::stoll(r[1]), now_us) << "counter '" << lost << "': not seeded";
+    EXPECT_EQ(raw->cmd({"GET", fence_of(name)}), r[1]);
+  }
+
+  ASSERT_EQ(raw->cmd({"SET", key_of(name), me, "PX", "5000"}), "OK");
+  for (const char* bad : {"-5", "abc", "9007199254740992"}) {
+    ASSERT_EQ(raw->cmd({"SET", fence_of(name), bad}), "OK");
+    EXPECT_EQ(call(), (std::vector<std::string>{"-1", "string (not a counter)", fence_of(name)})) << bad;
+    EXPECT_LE(raw->cmd_int({"PTTL", key_of(name)}), 5000) << bad << ": the TTL was restarted";
+    EXPECT_EQ(raw->cmd({"GET", fence_of(name)}), bad);
+  }
+}
+
 // fair_acquire.lua run by hand: the place it reports (0 head, 1 next, 2 further back) comes from
 // the list for the first two places and from the deadlines zset further back, without scanning
 // the queue. A refresh keeps each waiter's place (no second entry), and a caller whose queue
