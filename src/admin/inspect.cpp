@@ -69,7 +69,7 @@ Result<LockInfo> parse_info(std::string_view name, const std::string& key, const
   info.redis_type = rep[1].str();
   if (rep[2].integer() >= 0) info.key_ttl = milliseconds(rep[2].integer());
   if (rep[3].is_string()) {
-    // As the scripts take a counter (next_token in mutex_acquire.lua): a decimal whole number
+    // As the scripts take a counter (src/scripts/include/next_token.lua): a decimal whole number
     // up to the last token, 2^53 - 1; readers of the counter also take that last one.
     const std::string& text = rep[3].str();
     const bool digits = !text.empty() && text.size() <= 16 && (text == "0" || text[0] != '0') &&

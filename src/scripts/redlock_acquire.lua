@@ -28,7 +28,7 @@ if marker == '-' .. ARGV[1] or marker == ARGV[1] then return {0, 0} end
 -- seeded from this node's clock in microseconds, as a Mutex's is: a majority that restarted
 -- empty would otherwise count from 0 again, below the tokens resources have stored. Seeded
 -- before the lock is set, so a failure here (an ACL without TIME) leaves no lock. A counter
--- that is no counter (a whole number from 0 to 2^53 - 2, as next_token in mutex_acquire.lua
+-- that is no counter (a whole number from 0 to 2^53 - 2, as include/next_token.lua
 -- takes one; zero is seeded as missing) was written by hand: refused before any write.
 local counter = redis.pcall('GET', KEYS[2])
 if type(counter) == 'table' then return {-1, redis.call('TYPE', KEYS[2])['ok'], KEYS[2]} end

@@ -49,7 +49,7 @@ end
 -- Read before any write: a counter that is no number would otherwise leave this reader's hold
 -- in place behind a reply without a token, which the client cannot use nor release. A counter
 -- is a decimal integer as the writers' INCR reads one (no '+', leading zeros or spaces), from 0
--- to 2^53 - 1, the last token a writer can be given (next_token in mutex_acquire.lua): not
+-- to 2^53 - 1, the last token a writer can be given (include/next_token.lua): not
 -- negative, as tokens are unsigned, and exact in Lua's numbers. tonumber() alone passed
 -- '1e5', '0x10' or 'inf', which INCR then refuses: readers held tokens that writers could not
 -- follow.

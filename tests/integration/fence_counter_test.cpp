@@ -1,6 +1,6 @@
 // A fencing counter (P{N}:fence) that someone wrote by hand and that is no counter: every kind
 // refuses to acquire under it by name, takes nothing, and leaves it as it was. A counter is a
-// whole number from 0 to 2^53 - 2 (next_token in src/scripts/mutex_acquire.lua): a negative one
+// whole number from 0 to 2^53 - 2 (src/scripts/include/next_token.lua): a negative one
 // made INCR answer zero or a negative token, which the client turned into a huge unsigned one;
 // one at 2^53 or above gave tokens Lua's doubles round, so two holders could get the same.
 //
