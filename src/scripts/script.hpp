@@ -2,8 +2,10 @@
 //
 // The sources live in src/scripts/*.lua; cmake/embed_scripts.cmake turns each file NAME.lua into
 // a constant dlock::detail::scripts::NAME, so EVALSHA can be sent without loading anything at
-// start-up. The scripts several files use are declared below; a lock kind declares its own
-// scripts in its source file.
+// start-up. A line "--@include NAME.lua" in a script is replaced by src/scripts/include/NAME.lua
+// first (code several scripts share: Redis runs each script alone); `source` and `sha1` are the
+// expanded text's. The scripts several files use are declared below; a lock kind declares its
+// own scripts in its source file.
 #pragma once
 
 namespace dlock::detail {
