@@ -69,17 +69,20 @@ Result<LockInfo> parse_info(std::string_view name, const std::string& key, const
   info.redis_type = rep[1].str();
   if (rep[2].integer() >= 0) info.key_ttl = milliseconds(rep[2].integer());
   if (rep[3].is_string()) {
-    // As the scripts take a counter (src/scripts/include/next_token.lua): a decimal whole number
-    // up to the last token, 2^53 - 1; readers of the counter also take that last one.
+    // As the scripts take a counter (src/scripts/include/counter_of.lua): a decimal whole number
+    // up to the last token, 2^53 - 1.
     const std::string& text = rep[3].str();
     const bool digits = !text.empty() && text.size() <= 16 && (text == "0" || text[0] != '0') &&
                         std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
     const auto v = digits ? unsigned_of(rep[3]) : std::nullopt;
     constexpr std::uint64_t last_token = (std::uint64_t{1} << 53) - 1;
-    if (v && *v <= last_token) info.fencing_counter = v;
-    if (!v || *v > last_token) info.fencing_counter_fault = quoted(text);
-    // Readers still take the last token; nothing that counts can follow it.
-    if (v && *v == last_token) info.fencing_counter_fault = quoted(text) + " (the last token)";
+    if (!v || *v > last_token) {
+      info.fencing_counter_fault = quoted(text);
+    } else {
+      info.fencing_counter = v;
+      // Readers still take the last token; nothing that counts can follow it.
+      if (*v == last_token) info.fencing_counter_fault = quoted(text) + " (the last token)";
+    }
   } else if (rep[3].is_array() && rep[3].size() == 1 && rep[3][0].is_string()) {
     info.fencing_counter_fault = "a " + rep[3][0].str();
   }

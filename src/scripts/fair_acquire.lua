@@ -25,6 +25,7 @@
 -- Deadlines are the server's clock (TIME), never a client's.
 
 --@include next_token.lua
+--@include counter_of.lua
 
 local lock_type = redis.call('TYPE', KEYS[1])['ok']
 if lock_type ~= 'none' and lock_type ~= 'string' then return {-1, lock_type} end
@@ -35,12 +36,12 @@ if lock_type == 'string' and redis.call('GET', KEYS[1]) == me then
   if type(fence) == 'table' then return {-1, redis.call('TYPE', KEYS[2])['ok'], KEYS[2]} end
   local token
   if fence and fence ~= '0' then
-    if not (#fence <= 16 and string.match(fence, '^[1-9]%d*$') and tonumber(fence) <= 9007199254740991) then
+    token = counter_of(fence)
+    if not token then
       -- Refused before anything is written: the caller gives its place up, and with it the
       -- lock (fair_dequeue.lua), which goes on to the next waiter.
       return {-1, 'string (not a counter)', KEYS[2]}
     end
-    token = tonumber(fence)
   else
     -- The counter was lost since the handover: a fresh token, still above every old one.
     local bad

@@ -17,6 +17,7 @@
 --                      overtook this acquire on another connection of the Client
 --                      (connections_per_node >= 2); taking the key now would leave it held by
 --                      nobody until its TTL
+--@include counter_of.lua
 local kind = redis.call('TYPE', KEYS[1])['ok']
 if kind ~= 'none' then
   if kind ~= 'string' then return {-1, kind} end
@@ -28,22 +29,24 @@ if marker == '-' .. ARGV[1] or marker == ARGV[1] then return {0, 0} end
 -- seeded from this node's clock in microseconds, as a Mutex's is: a majority that restarted
 -- empty would otherwise count from 0 again, below the tokens resources have stored. Seeded
 -- before the lock is set, so a failure here (an ACL without TIME) leaves no lock. A counter
--- that is no counter (a whole number from 0 to 2^53 - 2, as include/next_token.lua
--- takes one; zero is seeded as missing) was written by hand: refused before any write.
-local counter = redis.pcall('GET', KEYS[2])
-if type(counter) == 'table' then return {-1, redis.call('TYPE', KEYS[2])['ok'], KEYS[2]} end
-if not counter or counter == '0' then
+-- that is no counter (include/counter_of.lua), or one at the last token, 2^53 - 1, which
+-- gives no next one, was written by hand: refused before any write. Zero is seeded as missing.
+local text = redis.pcall('GET', KEYS[2])
+if type(text) == 'table' then return {-1, redis.call('TYPE', KEYS[2])['ok'], KEYS[2]} end
+local counter = text and counter_of(text)
+if not text or counter == 0 then
   local now = redis.call('TIME')
-  counter = now[1] .. string.format('%06d', tonumber(now[2]))
-  redis.call('SET', KEYS[2], counter)
-elseif not (#counter <= 16 and string.match(counter, '^[1-9]%d*$') and tonumber(counter) <= 9007199254740990) then
+  text = now[1] .. string.format('%06d', tonumber(now[2]))
+  counter = tonumber(text)
+  redis.call('SET', KEYS[2], text)
+elseif not counter or counter == 9007199254740991 then
   return {-1, 'string (not a counter)', KEYS[2]}
 end
 -- max(counter, hint) + 1 with Redis's own 64-bit integers: Lua's tostring() of a number this
 -- large writes it as '1.7646123451235e+15', which loses its last digits. A hint is a token some
--- node gave, so within the same bound; one beyond it is ignored.
+-- node gave, so within the same bound; one that leaves no next token is ignored.
 local hint = tonumber(ARGV[3]) or 0
-if hint > tonumber(counter) and hint <= 9007199254740990 then redis.call('SET', KEYS[2], ARGV[3]) end
+if hint > counter and hint < 9007199254740991 then redis.call('SET', KEYS[2], ARGV[3]) end
 local token = redis.call('INCR', KEYS[2])
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 return {1, token}

@@ -10,11 +10,13 @@
 --             another type, or not a whole number from 0 to 2^53 - 1; redlock_acquire.lua
 --             refuses these, and 2^53 - 1 too, which can give no next token): left as it is,
 --             for the next acquisition there to name
-local counter = redis.pcall('GET', KEYS[1])
-if type(counter) == 'table' then return 0 end
-if counter and not (counter == '0' or (#counter <= 16 and string.match(counter, '^[1-9]%d*$')
-                                       and tonumber(counter) <= 9007199254740991)) then
-  return 0
+--@include counter_of.lua
+local text = redis.pcall('GET', KEYS[1])
+if type(text) == 'table' then return 0 end
+local counter = 0
+if text then
+  counter = counter_of(text)
+  if not counter then return 0 end
 end
-if tonumber(ARGV[1]) > tonumber(counter or '0') then redis.call('SET', KEYS[1], ARGV[1]) end
+if tonumber(ARGV[1]) > counter then redis.call('SET', KEYS[1], ARGV[1]) end
 return 1

@@ -7,6 +7,7 @@
 -- ARGV[2]  new TTL in milliseconds
 -- ARGV[3]  the hold's fencing token
 -- Reply:   1  renewed;  3  the key was missing and is set again;  0  held by another owner
+--@include counter_of.lua
 local cur = redis.pcall('GET', KEYS[1])
 if cur == ARGV[1] then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
@@ -21,9 +22,7 @@ if marker == ARGV[1] or marker == '-' .. ARGV[1] then return 0 end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 -- The node may have lost its counter with the rest of its data: teach it this hold's token. A
 -- counter that is no counter (redlock_acquire.lua refuses it) is left as it is.
-local counter = redis.pcall('GET', KEYS[3])
-if type(counter) ~= 'table' and (not counter or counter == '0' or (#counter <= 16 and string.match(counter, '^[1-9]%d*$')
-                                   and tonumber(counter) <= 9007199254740991)) then
-  if tonumber(ARGV[3]) > tonumber(counter or '0') then redis.call('SET', KEYS[3], ARGV[3]) end
-end
+local text = redis.pcall('GET', KEYS[3])
+local counter = not text and 0 or type(text) == 'string' and counter_of(text)
+if counter and tonumber(ARGV[3]) > counter then redis.call('SET', KEYS[3], ARGV[3]) end
 return 3

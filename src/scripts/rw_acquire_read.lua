@@ -13,6 +13,7 @@
 -- Types: one TYPE on the lock key (the free lock's path then needs no other check); the other
 -- keys' types are checked only when a pcall on them fails (issue #6: Redis calls per EVALSHA
 -- cost throughput; three TYPEs ran on every call before).
+--@include counter_of.lua
 local function wrong_type(key) return {-1, redis.call('TYPE', key)['ok'] .. ' at ' .. key} end
 local function failed(r) return type(r) == 'table' and r.err end
 
@@ -48,11 +49,9 @@ end
 -- clock in microseconds when missing (as for Mutex) so tokens keep rising after data loss.
 -- Read before any write: a counter that is no number would otherwise leave this reader's hold
 -- in place behind a reply without a token, which the client cannot use nor release. A counter
--- is a decimal integer as the writers' INCR reads one (no '+', leading zeros or spaces), from 0
--- to 2^53 - 1, the last token a writer can be given (include/next_token.lua): not
--- negative, as tokens are unsigned, and exact in Lua's numbers. tonumber() alone passed
--- '1e5', '0x10' or 'inf', which INCR then refuses: readers held tokens that writers could not
--- follow.
+-- is one include/counter_of.lua takes: what the writers' INCR reads, up to the last token a
+-- writer can be given. tonumber() alone passed '1e5', '0x10' or 'inf', which INCR then
+-- refuses: readers held tokens that writers could not follow.
 local epoch = redis.pcall('GET', KEYS[4])
 if failed(epoch) then return wrong_type(KEYS[4]) end
 -- A zero counter is seeded too, as the writers' INCR does (it answers 1 only then): a reader
@@ -60,7 +59,7 @@ if failed(epoch) then return wrong_type(KEYS[4]) end
 if not epoch or epoch == '0' then
   epoch = t[1] .. string.format('%06d', tonumber(t[2]))
   redis.call('SET', KEYS[4], epoch)
-elseif not (#epoch <= 16 and string.match(epoch, '^[1-9]%d*$') and tonumber(epoch) <= 9007199254740991) then
+elseif not counter_of(epoch) then
   return {-1, 'string (not a counter) at ' .. KEYS[4]}
 end
 local ttl = tonumber(ARGV[2])
