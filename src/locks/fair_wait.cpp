@@ -507,7 +507,9 @@ class FairWaitOp final : public std::enable_shared_from_this<FairWaitOp> {
     grace_timer_.cancel();
     // The channel's subscription stays with the FairLock object for its next waits.
     channel_->detach(owner_);
-    stop_cb_.reset();
+    // stop_cb_ stays until the op goes: a stop requested before the call runs the callback
+    // inside watch(), whose cancel can be delivered here before watch() has returned, and
+    // destroying the callback under it would race (the callback only posts to a weak op).
     if (shutdown_hook_) core_->remove_shutdown_hook(shutdown_hook_);
     shutdown_hook_ = 0;
     auto done = std::move(done_);

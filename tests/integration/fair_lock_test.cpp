@@ -464,6 +464,29 @@ TEST_F(FairLockTest, CancelledWaiterLeavesTheQueue) {
   EXPECT_EQ(wc.active_leases(), 0u);
 }
 
+// A stop requested before the call ends the wait at once, many times over: nothing is queued
+// or taken (and the stop callback, which runs inside the call, races nothing: TSan).
+TEST_F(FairLockTest, AStopRequestedBeforeTheCallEndsTheWait) {
+  const std::string name = "stopped-early";
+  dlock::FairLock holder(*client, name);
+  auto held = holder.acquire(no_wait());
+  ASSERT_TRUE(held.ok()) << held.error().what();
+  dlock::FairLock waiter(*client, name);
+  std::stop_source stop;
+  stop.request_stop();
+  for (int i = 0; i < 50; ++i) {
+    auto got = std::make_shared<std::promise<dlock::Result<dlock::Lease>>>();
+    auto fut = got->get_future();
+    waiter.async_acquire(dlock::WaitOptions{}, [got](dlock::Result<dlock::Lease> r) { got->set_value(std::move(r)); },
+                         stop.get_token());
+    ASSERT_EQ(fut.wait_for(5s), std::future_status::ready);
+    auto r = fut.get();
+    EXPECT_EQ(r.code(), make_error_code(dlock::errc::cancelled)) << (r.ok() ? "acquired" : r.error().what());
+  }
+  EXPECT_EQ(queued(name), 0);
+  ASSERT_TRUE(held->release().ok());
+}
+
 // try_lock() never overtakes a live waiter, even when the lock itself is free; a place expires
 // on the server's clock.
 TEST_F(FairLockTest, TryLockDoesNotOvertakeQueuedWaiters) {
