@@ -158,12 +158,7 @@ Result<void> LockTarget::prepare(std::optional<std::size_t>& changed_from) {
 
 void LockTarget::async_acquire(dlock::WaitOptions wait, std::function<void(Result<dlock::Lease>)> done,
                                std::stop_token stop) {
-  if (redlock_) {
-    redlock_waiter_ = std::jthread([this, wait, done = std::move(done), stop = std::move(stop)] {
-      done(redlock_->acquire(wait, stop));
-    });
-    return;
-  }
+  if (redlock_) return redlock_->async_acquire(wait, std::move(done), std::move(stop));
   switch (spec_.kind) {
     case Kind::mutex: return mutex_->async_acquire(wait, std::move(done), std::move(stop));
     case Kind::reentrant: return reentrant_->async_acquire(wait, std::move(done), std::move(stop));

@@ -12,7 +12,6 @@
 #include <optional>
 #include <stop_token>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "args.hpp"
@@ -64,8 +63,8 @@ class LockTarget {
   // Blocking set-up before the wait. Semaphore: checks that a limit exists or --permits gave
   // one, and stores --permits when it differs (`changed_from` says from what). Others: nothing.
   Result<void> prepare(std::optional<std::size_t>& changed_from);
-  // `done` runs on the Client's event-loop thread (or, for a Redlock, on this target's waiter
-  // thread): it must not block.
+  // `done` runs on the Client's event-loop thread (for a Redlock, the first node's): it must
+  // not block.
   void async_acquire(dlock::WaitOptions wait, std::function<void(Result<dlock::Lease>)> done, std::stop_token stop);
 
   const std::string& name() const noexcept { return name_; }
@@ -81,9 +80,6 @@ class LockTarget {
   std::unique_ptr<dlock::SharedMutex> rw_;
   std::unique_ptr<dlock::Semaphore> semaphore_;
   std::unique_ptr<dlock::Redlock> redlock_;
-  // Redlock has no async_acquire: its blocking acquire runs here, cancelled through the
-  // caller's stop token. Last member: joined before the Redlock it uses is destroyed.
-  std::jthread redlock_waiter_;
 };
 
 }  // namespace dlock::cli

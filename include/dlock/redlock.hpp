@@ -46,7 +46,9 @@
 // ran out. extend() and release() likewise act on every node and need a majority.
 //
 // Waiting: the waiters of one lock in one process (Redlock objects over the same first Client
-// with the same name) form a FIFO; only its head tries, the others block until their turn. The
+// with the same name) form a FIFO; only its head tries, the others wait for their turn. Every
+// wait runs on the first node's Client's event loop (timers, no thread per waiter), for
+// acquire() and async_acquire() alike; acquire() blocks its caller on the result. The
 // queue subscribes to the lock's channel on every node while anyone waits. A release wakes the
 // head once a majority of nodes announced it (a try before that would find the lock still held
 // elsewhere); any other message ("revoked", a foreign client's) at once. Each sleep is bounded
@@ -102,6 +104,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <stop_token>
 #include <string>
@@ -157,6 +160,17 @@ class Redlock {
   // does a wait whose `stop` is requested (errc::cancelled); should that try win a majority
   // later, the lease is released at once, as nobody holds it.
   Result<Lease> acquire(WaitOptions wait = {}, std::stop_token stop = {});
+
+  // async_acquire(wait, done, stop)
+  //
+  // acquire() without blocking: the same wait, the same errors (but never
+  // called_from_event_loop; it may be called from any thread, a `done` callback included).
+  // `done` runs exactly once, on the event-loop thread of nodes[0]'s Client, or at once on the
+  // calling thread when a Client is shut down already; it must not block (a blocking dlock
+  // call there fails with called_from_event_loop). Shutting nodes[0]'s Client down ends the
+  // wait with errc::shutdown. A wait whose deadline passes or whose `stop` is requested ends
+  // then, even while a try is out; a try that wins after that is released at once.
+  void async_acquire(WaitOptions wait, std::function<void(Result<Lease>)> done, std::stop_token stop = {});
 
   // --- Standard Lockable / TimedLockable members (as Mutex) ----------------------------------
   void lock();

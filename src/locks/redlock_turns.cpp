@@ -2,80 +2,99 @@
 
 #include <algorithm>
 #include <map>
+#include <mutex>
 #include <utility>
 
 namespace dlock::detail {
 
-std::shared_ptr<RedlockTurns> RedlockTurns::of(const void* first_node, const std::string& key) {
+std::shared_ptr<RedlockTurns> RedlockTurns::of(const ClientCore* home, const std::string& key) {
   static std::mutex mu;
-  static std::map<std::pair<const void*, std::string>, std::weak_ptr<RedlockTurns>> registry;
+  static std::map<std::pair<const ClientCore*, std::string>, std::weak_ptr<RedlockTurns>> registry;
   std::lock_guard lock(mu);
-  auto& slot = registry[{first_node, key}];
+  auto& slot = registry[{home, key}];
   if (auto t = slot.lock()) return t;
   // Drop the entries of queues nobody uses any more, so the registry does not grow with every
   // name ever waited for.
   std::erase_if(registry, [](const auto& kv) { return kv.second.expired(); });
   auto t = std::make_shared<RedlockTurns>();
-  registry[{first_node, key}] = t;
+  registry[{home, key}] = t;
   return t;
 }
 
-RedlockTurns::Place::Place(std::shared_ptr<RedlockTurns> turns) : turns_(std::move(turns)) {
-  std::lock_guard lock(turns_->mu_);
-  ticket_ = turns_->next_ticket_++;
-  turns_->queue_.push_back(ticket_);
+bool RedlockTurns::push(std::shared_ptr<Waiter> w) {
+  waiters_.push_back(std::move(w));
+  return waiters_.size() == 1;
 }
 
-RedlockTurns::Place::~Place() {
-  std::unique_ptr<RedlockWakeups> unsubscribe;  // destroyed outside the lock
-  {
-    std::lock_guard lock(turns_->mu_);
-    auto& q = turns_->queue_;
-    const bool was_head = !q.empty() && q.front() == ticket_;
-    q.erase(std::find(q.begin(), q.end(), ticket_));
-    if (was_head) {
-      turns_->last_head_took_it_ = took_it_;
-      // Taken before the caller can release the lease it just got: its release cannot be missed.
-      if (took_it_ && turns_->wakeups_) turns_->handover_generation_ = turns_->wakeups_->generation();
-    }
-    if (q.empty()) {
-      turns_->last_head_took_it_ = false;
-      unsubscribe = std::move(turns_->wakeups_);
-    }
+void RedlockTurns::remove(const Waiter* w, bool took_it) {
+  auto it = std::find_if(waiters_.begin(), waiters_.end(), [w](const auto& p) { return p.get() == w; });
+  if (it == waiters_.end()) return;
+  const bool was_head = it == waiters_.begin();
+  std::shared_ptr<Waiter> keep = std::move(*it);  // destroyed after the queue is consistent
+  waiters_.erase(it);
+  if (was_head) {
+    last_head_took_it_ = took_it;
+    // Taken before the caller can release the lease it just got: its release cannot be missed.
+    if (took_it) handover_generation_ = generation_;
   }
-  turns_->cv_.notify_all();
+  if (waiters_.empty()) {
+    last_head_took_it_ = false;
+    wakeups_.reset();  // unsubscribes on every node
+    return;
+  }
+  if (was_head) promote();
 }
 
-bool RedlockTurns::Place::await_head(std::optional<Steady::time_point> until, const std::stop_token& stop) {
-  std::unique_lock lock(turns_->mu_);
-  auto is_head = [&] { return turns_->queue_.front() == ticket_; };
-  bool head = until ? turns_->cv_.wait_until(lock, stop, *until, is_head) : turns_->cv_.wait(lock, stop, is_head);
-  if (!head) return false;
-  after_holder_ = turns_->last_head_took_it_;
-  handover_generation_ = turns_->handover_generation_;
-  turns_->last_head_took_it_ = false;
-  return true;
+// The next head starts now, from within remove(): the queue is consistent already. A head that
+// leaves at once (its deadline passed, its Client shuts down) calls remove() again from its
+// on_head(); that nested call only notes the change and this loop starts the one after, so a
+// queue of thousands that empties at once does not recurse thousands of calls deep.
+void RedlockTurns::promote() {
+  if (promoting_) {
+    head_changed_ = true;
+    return;
+  }
+  promoting_ = true;
+  do {
+    head_changed_ = false;
+    std::shared_ptr<Waiter> next = waiters_.front();  // keeps it alive should it leave at once
+    next->on_head();
+  } while (head_changed_ && !waiters_.empty());
+  promoting_ = false;
 }
 
-RedlockTurns::Steady::duration RedlockTurns::Place::last_try_round_trip() const {
-  std::lock_guard lock(turns_->mu_);
-  return turns_->last_try_;
+bool RedlockTurns::take_after_holder(std::uint64_t& handover_generation) noexcept {
+  handover_generation = handover_generation_;
+  return std::exchange(last_head_took_it_, false);
 }
 
-void RedlockTurns::Place::note_try_round_trip(Steady::duration d) {
-  std::lock_guard lock(turns_->mu_);
-  turns_->last_try_ = d;
+void RedlockTurns::subscribe(const RedlockNodes& nodes, const std::string& channel) {
+  if (wakeups_) return;
+  // Weak: the subscriptions are the queue's, and the callbacks must not keep it alive.
+  std::weak_ptr<RedlockTurns> weak = weak_from_this();
+  wakeups_ = std::make_unique<RedlockWakeups>(
+      nodes, channel,
+      [weak] {
+        if (auto t = weak.lock()) t->wake();
+      },
+      [weak] {
+        if (auto t = weak.lock()) t->all_subscribed();
+      });
 }
 
-RedlockWakeups* RedlockTurns::Place::wakeups() const {
-  std::lock_guard lock(turns_->mu_);
-  return turns_->wakeups_.get();
+void RedlockTurns::wake() {
+  ++generation_;
+  if (!waiters_.empty()) {
+    std::shared_ptr<Waiter> head = waiters_.front();
+    head->on_wake();
+  }
 }
 
-RedlockWakeups& RedlockTurns::Place::subscribe(const RedlockNodes& nodes, const std::string& channel) {
-  std::lock_guard lock(turns_->mu_);
-  if (!turns_->wakeups_) turns_->wakeups_ = std::make_unique<RedlockWakeups>(nodes, channel);
-  return *turns_->wakeups_;
+void RedlockTurns::all_subscribed() {
+  if (!waiters_.empty()) {
+    std::shared_ptr<Waiter> head = waiters_.front();
+    head->on_subscribed();
+  }
 }
 
 }  // namespace dlock::detail

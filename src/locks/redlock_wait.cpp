@@ -2,15 +2,18 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
+#include <mutex>
 
 #include "client_core.hpp"
+#include "notify/notifier.hpp"
 
 namespace dlock::detail {
 
-struct RedlockWakeups::Listener final : Notifier::Listener {
-  mutable std::mutex mu;
-  std::condition_variable_any cv;
-  std::uint64_t generation = 0;
+// Registered with every node's Notifier; its notifications run on that node's loop thread, and
+// what they decide is posted to the home loop.
+struct RedlockWakeups::Listener final : Notifier::Listener, std::enable_shared_from_this<RedlockWakeups::Listener> {
+  std::mutex mu;
   std::size_t answered = 0;  // subscriptions confirmed or failed
   // The last releases seen ("released <token>"), with how many nodes announced each.
   struct Seen {
@@ -20,6 +23,13 @@ struct RedlockWakeups::Listener final : Notifier::Listener {
   std::array<Seen, 8> recent;
   std::size_t next_recent = 0;
   std::size_t quorum = 1;
+  std::size_t nodes = 1;
+  // Weak: work posted to the home Client's own queue must not keep it alive.
+  std::weak_ptr<ClientCore> home;
+  std::function<void()> wake;
+  std::function<void()> subscribed;
+  // Set (on the home loop) when the RedlockWakeups goes: callbacks posted before that find it.
+  std::atomic<bool> retired{false};
 
   // Any other message on the lock's channel ("revoked", a foreign client's) may mean it is free,
   // and a resubscription means messages were missed: try again at once.
@@ -33,34 +43,46 @@ struct RedlockWakeups::Listener final : Notifier::Listener {
       std::lock_guard lock(mu);
       auto it = std::find_if(recent.begin(), recent.end(), [&](const Seen& s) { return s.message == message; });
       if (it == recent.end()) {
-        it = recent.begin() + (next_recent++ % recent.size());
+        it = recent.begin() + static_cast<std::ptrdiff_t>(next_recent++ % recent.size());
         it->message.assign(message);
         it->copies = 0;
       }
       if (++it->copies != quorum) return;
     }
-    bump();
+    to_home(&Listener::wake);
   }
-  void on_resubscribed() override { bump(); }
-  void bump() {
-    {
-      std::lock_guard lock(mu);
-      ++generation;
-    }
-    cv.notify_all();
-  }
+  void on_resubscribed() override { to_home(&Listener::wake); }
   void confirmed() {
     {
       std::lock_guard lock(mu);
-      ++answered;
+      if (++answered != nodes) return;
     }
-    cv.notify_all();
+    to_home(&Listener::subscribed);
+  }
+
+  // The callbacks are set at construction and never changed, so reading them here is safe.
+  void to_home(std::function<void()> Listener::*which) {
+    auto h = home.lock();
+    if (!h) return;
+    auto run = [self = shared_from_this(), which] {
+      if (!self->retired.load(std::memory_order_acquire) && (*self).*which) ((*self).*which)();
+    };
+    if (h->on_loop_thread()) {
+      run();
+    } else {
+      h->post(std::move(run));
+    }
   }
 };
 
-RedlockWakeups::RedlockWakeups(const RedlockNodes& nodes, std::string channel)
+RedlockWakeups::RedlockWakeups(const RedlockNodes& nodes, std::string channel, std::function<void()> wake,
+                               std::function<void()> subscribed)
     : nodes_(nodes), channel_(std::move(channel)), listener_(std::make_shared<Listener>()) {
   listener_->quorum = nodes_.quorum();
+  listener_->nodes = nodes_.size();
+  listener_->home = nodes_.cores.front();
+  listener_->wake = std::move(wake);
+  listener_->subscribed = std::move(subscribed);
   // The posted work holds its core weakly: a Client shut down before it runs never runs it,
   // and a strong reference kept in its own queue would keep it alive for ever.
   for (const auto& core : nodes_.cores) {
@@ -75,32 +97,12 @@ RedlockWakeups::RedlockWakeups(const RedlockNodes& nodes, std::string channel)
 }
 
 RedlockWakeups::~RedlockWakeups() {
+  listener_->retired.store(true, std::memory_order_release);
   for (const auto& core : nodes_.cores) {
     core->post([weak = std::weak_ptr<ClientCore>(core), l = listener_, ch = channel_] {
       if (auto c = weak.lock()) c->notifier().unsubscribe(ch, l.get());
     });
   }
-}
-
-void RedlockWakeups::await_subscribed(std::chrono::steady_clock::time_point until, const std::stop_token& stop) {
-  std::unique_lock lock(listener_->mu);
-  listener_->cv.wait_until(lock, stop, until, [&] { return listener_->answered >= nodes_.size(); });
-}
-
-std::uint64_t RedlockWakeups::generation() const {
-  std::lock_guard lock(listener_->mu);
-  return listener_->generation;
-}
-
-bool RedlockWakeups::sleep(std::uint64_t seen, std::chrono::steady_clock::time_point until,
-                           const std::stop_token& stop) {
-  std::unique_lock lock(listener_->mu);
-  return listener_->cv.wait_until(lock, stop, until, [&] { return listener_->generation != seen; });
-}
-
-void RedlockWakeups::pause(std::chrono::steady_clock::time_point until, const std::stop_token& stop) {
-  std::unique_lock lock(listener_->mu);
-  listener_->cv.wait_until(lock, stop, until, [] { return false; });
 }
 
 }  // namespace dlock::detail

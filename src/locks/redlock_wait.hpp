@@ -1,41 +1,31 @@
 // What a Redlock waiter sleeps on: the lock's channel on EVERY node. A release wakes it once a
 // majority of nodes announced it (redlock_wait.cpp says why), any other message at once. Held by
-// the process-local queue of the lock's waiters (redlock_turns.hpp) while anyone waits; the head
-// waiter's thread blocks on a condition variable, bounded by its deadline, the holders' TTL and
-// the recheck interval.
+// the process-local queue of the lock's waiters (redlock_turns.hpp) while anyone waits; the
+// queue's head sleeps on a timer of the home Client's loop (redlock_acquire.cpp), bounded by its
+// deadline, the holders' TTL and the recheck interval, and these callbacks cut the sleep short.
 #pragma once
 
-#include <chrono>
-#include <condition_variable>
-#include <cstdint>
+#include <functional>
 #include <memory>
-#include <mutex>
-#include <stop_token>
 #include <string>
 
 #include "locks/redlock_fanout.hpp"
-#include "notify/notifier.hpp"
 
 namespace dlock::detail {
 
 class RedlockWakeups {
  public:
-  // Subscribes to `channel` on every node (posted to each node's loop thread).
-  RedlockWakeups(const RedlockNodes& nodes, std::string channel);
-  // Unsubscribes everywhere (posted; the listener stays alive until each node has done it).
+  // Subscribes to `channel` on every node (posted to each node's loop thread). Both callbacks
+  // are posted to the loop thread of nodes.cores[0] (the home Client): `wake` for every wake-up
+  // (a release a majority announced, any other message, a resubscription: messages may have
+  // been lost), `subscribed` once, when every node confirmed or failed its subscription.
+  RedlockWakeups(const RedlockNodes& nodes, std::string channel, std::function<void()> wake,
+                 std::function<void()> subscribed);
+  // Unsubscribes everywhere (posted; the listener stays alive until each node has done it). No
+  // callback runs after this returns on the home loop thread (they check a flag there).
   ~RedlockWakeups();
   RedlockWakeups(const RedlockWakeups&) = delete;
   RedlockWakeups& operator=(const RedlockWakeups&) = delete;
-
-  // Waits until every node confirmed (or failed) the subscription, `until`, or a stop request.
-  void await_subscribed(std::chrono::steady_clock::time_point until, const std::stop_token& stop);
-  // Counts the notifications (and resubscriptions) seen so far.
-  std::uint64_t generation() const;
-  // Sleeps until the generation moves past `seen`, `until`, or a stop request. True when woken
-  // by a notification.
-  bool sleep(std::uint64_t seen, std::chrono::steady_clock::time_point until, const std::stop_token& stop);
-  // Sleeps until `until` or a stop request, deaf to notifications.
-  void pause(std::chrono::steady_clock::time_point until, const std::stop_token& stop);
 
  private:
   struct Listener;
