@@ -68,6 +68,7 @@ class RedlockWaitOp final : public RedlockTurns::Waiter, public std::enable_shar
   void on_head() override {
     if (finished_) return;
     after_holder_ = turns_->take_after_holder(handover_generation_);
+    handover_pending_ = after_holder_;
     step();
   }
 
@@ -143,6 +144,7 @@ class RedlockWaitOp final : public RedlockTurns::Waiter, public std::enable_shar
   }
 
   void try_now() {
+    handover_pending_ = false;
     try_in_flight_ = true;
     seen_generation_ = turns_ ? turns_->generation() : 0;
     sent_ = Clock::now();
@@ -257,7 +259,7 @@ class RedlockWaitOp final : public RedlockTurns::Waiter, public std::enable_shar
   void finish(Error why) {
     finished_ = true;
     stop_sleeping();
-    if (turns_) turns_->remove(this, false);
+    if (turns_) turns_->remove(this, false, handover_pending_);
     deliver(std::move(why));
   }
 
@@ -290,6 +292,9 @@ class RedlockWaitOp final : public RedlockTurns::Waiter, public std::enable_shar
   std::uint64_t sleep_epoch_ = 0;  // counts sleeps started and ended (see sleep())
   bool single_ = false;          // timeout zero: one try, never queued
   bool after_holder_ = false;    // see step()
+  // Became head after a local holder and has not tried since: leaving now passes the wait for
+  // that holder's release on to the next head (RedlockTurns::remove).
+  bool handover_pending_ = false;
   std::uint64_t handover_generation_ = 0;
   std::uint64_t seen_generation_ = 0;  // turns_->generation() when the last try was sent
   bool try_in_flight_ = false;

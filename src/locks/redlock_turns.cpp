@@ -26,13 +26,15 @@ bool RedlockTurns::push(std::shared_ptr<Waiter> w) {
   return waiters_.size() == 1;
 }
 
-void RedlockTurns::remove(const Waiter* w, bool took_it) {
+void RedlockTurns::remove(const Waiter* w, bool took_it, bool handover_pending) {
   auto it = std::find_if(waiters_.begin(), waiters_.end(), [w](const auto& p) { return p.get() == w; });
   if (it == waiters_.end()) return;
   const bool was_head = it == waiters_.begin();
   std::shared_ptr<Waiter> keep = std::move(*it);  // destroyed after the queue is consistent
   waiters_.erase(it);
-  if (was_head) {
+  if (was_head && handover_pending) {
+    last_head_took_it_ = true;  // and handover_generation_ stays the holder's
+  } else if (was_head) {
     last_head_took_it_ = took_it;
     // Taken before the caller can release the lease it just got: its release cannot be missed.
     if (took_it) handover_generation_ = generation_;

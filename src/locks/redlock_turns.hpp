@@ -44,7 +44,9 @@ class RedlockTurns final : public std::enable_shared_from_this<RedlockTurns> {
   bool push(std::shared_ptr<Waiter> w);
   // Leaves (a waiter not in the queue is ignored). `took_it`: the head leaves holding the lock,
   // so the next head waits for its release instead of trying (a try now could only fail).
-  void remove(const Waiter* w, bool took_it);
+  // `handover_pending`: the head leaves (its deadline passed, it was stopped) while it still
+  // waited for such a release, without a try of its own: the next head waits for it in turn.
+  void remove(const Waiter* w, bool took_it, bool handover_pending = false);
   bool is_head(const Waiter* w) const noexcept { return !waiters_.empty() && waiters_.front().get() == w; }
 
   // For a new head: whether the head before it left holding the lock, and the wake-up

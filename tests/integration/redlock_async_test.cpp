@@ -306,6 +306,44 @@ TEST_F(RedlockAsyncTest, AsyncAndBlockingWaitersTakeTurns) {
   EXPECT_LE(calls, 1 + 3 * waiters + 3) << calls << " script calls for " << waiters << " handoffs";
 }
 
+// A head that waits for the release of a lock its predecessor here took, and leaves before that
+// release (its deadline), passes the wait on: the next head sends no try that could only fail,
+// and still takes the lock at the release.
+TEST_F(RedlockAsyncTest, AHeadThatLeavesPassesTheWaitForALocalHoldersReleaseOn) {
+  Clients c = group.clients(options());
+  Clients elsewhere = group.clients(options());  // another process's Clients, in effect
+  dlock::Redlock foreign(pointers(elsewhere), "handover", watchdog(30s));
+  dlock::Result<dlock::Lease> held = foreign.acquire(no_wait());
+  ASSERT_TRUE(held.ok()) << held.error().what();
+  dlock::Redlock lock(pointers(c), "handover", watchdog(30s));
+  Outcome first, leaving, next;
+  lock.async_acquire(deaf(), first.done());
+  const std::string channel = key_of("handover") + ":ch";
+  ASSERT_TRUE(eventually([&] { return dlock::test::channel_subscribers(group.raw(0), channel) == 1; }, scaled(5000ms)));
+  lock.async_acquire(deaf(scaled(1500ms)), leaving.done());
+  std::this_thread::sleep_for(scaled(50ms));
+  lock.async_acquire(deaf(), next.done());
+  std::this_thread::sleep_for(scaled(50ms));
+  ASSERT_TRUE(held->release().ok());
+  ASSERT_TRUE(first.ready_within(scaled(3000ms)));
+  dlock::Result<dlock::Lease> mine = first.future.get();
+  ASSERT_TRUE(mine.ok()) << mine.error().what();
+  std::this_thread::sleep_for(scaled(100ms));  // the fencing write-back, if any, has landed
+  const long long before = dlock::test::script_calls(group.raw(1));
+  ASSERT_TRUE(leaving.ready_within(scaled(3000ms)));
+  auto gone = leaving.future.get();
+  EXPECT_TRUE(!gone.ok() && gone.code() == dlock::errc::timeout) << (gone.ok() ? "acquired" : gone.error().what());
+  std::this_thread::sleep_for(scaled(200ms));
+  EXPECT_EQ(dlock::test::script_calls(group.raw(1)), before) << "the next head tried while the lock was held here";
+  EXPECT_FALSE(next.ready_within(0ms));
+  ASSERT_TRUE(mine->release().ok());
+  ASSERT_TRUE(next.ready_within(scaled(3000ms))) << "the next head missed the release";
+  dlock::Result<dlock::Lease> taken = next.future.get();
+  ASSERT_TRUE(taken.ok()) << taken.error().what();
+  EXPECT_GT(taken->token().value, mine->token().value);
+  EXPECT_TRUE(taken->release().ok());
+}
+
 // Many asynchronous waiters on one lock cost no thread each: 50 of them, each releasing from
 // its `done` (async_release), are all served in turn (a thread per waiter would show as 50 more
 // threads in this process).
