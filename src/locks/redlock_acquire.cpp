@@ -148,14 +148,13 @@ class RedlockWaitOp final : public RedlockTurns::Waiter, public std::enable_shar
     try_in_flight_ = true;
     seen_generation_ = turns_ ? turns_->generation() : 0;
     sent_ = Clock::now();
+    // An acquisition is always reported on the home loop (redlock_attempt.cpp hands the lease
+    // to the home watchdog there); busy and failed tries on whichever node decided.
     redlock_try(spec_, [self = shared_from_this()](RedlockTry t) {
       if (self->home_->on_loop_thread()) return self->on_try(std::move(t));
-      if (self->home_->is_shut_down()) {
-        // Its shutdown hook ends the wait (or did). Nothing is posted to a loop that may have run
-        // out of work already: the handler, holding its Client, would stay queued for ever.
-        if (t.lease) release_unwanted(t.lease);
-        return;
-      }
+      // Its shutdown hook ends the wait (or did). Nothing is posted to a loop that may have run
+      // out of work already: the handler, holding its Client, would stay queued for ever.
+      if (self->home_->is_shut_down()) return;
       self->home_->post([self, t = std::move(t)]() mutable { self->on_try(std::move(t)); });
     });
   }
