@@ -1,7 +1,6 @@
 #include "dlock/redlock.hpp"
 
 #include <algorithm>
-#include <optional>
 #include <stop_token>
 
 #include "client_core.hpp"

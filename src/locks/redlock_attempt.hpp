@@ -33,7 +33,6 @@ struct RedlockTry {
   std::shared_ptr<LeaseRecord> lease;      // acquired: already scheduled for renewal
   std::optional<milliseconds> holder_ttl;  // busy: the smallest remaining TTL of other holders
   bool split = false;                      // busy: this try took some nodes (a split vote)
-  bool abandoned = false;                  // never from redlock_try: a waiter's placeholder
   Error error;                             // failed
 };
 
