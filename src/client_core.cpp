@@ -21,10 +21,6 @@
 namespace dlock::detail {
 namespace {
 
-// The ClientCore whose loop this thread runs now (the own thread: always; a caller: while it
-// runs the loop in drive_until()).
-thread_local const ClientCore* t_running_loop = nullptr;
-
 std::string host_name() {
   std::array<char, 256> buf{};
   if (::gethostname(buf.data(), buf.size() - 1) != 0) return "unknown-host";
@@ -191,220 +187,6 @@ const Script& ClientCore::script_to_run(const Script& s, std::string& payload) {
   return run;
 }
 
-void ClientCore::start() {
-  work_.emplace(io_.get_executor());
-  std::promise<void> started;
-  auto ready = started.get_future();
-  thread_ = std::thread([this, &started] {
-    t_running_loop = this;
-    started.set_value();
-    run_loop();
-    loop_exited_.set_value();
-  });
-  ready.wait();
-  post([this] {
-    if (cluster_) cluster_->start();
-    else if (sentinel_) sentinel_->start();
-    else primary_->start();
-  });
-}
-
-bool ClientCore::on_loop_thread() const noexcept { return t_running_loop == this; }
-
-// The own thread: runs the loop whenever no caller does. Holding it, it polls for events (busy
-// polling, ClientOptions::busy_poll) and then sleeps in the kernel; it lets go when a caller asks
-// and sleeps until the caller hands the loop back.
-void ClientCore::run_loop() {
-  std::chrono::steady_clock::time_point poll_from{};  // when the polling before sleeping started (see below)
-  for (;;) {
-    int owner = loop_free;
-    if (!loop_owner_.compare_exchange_strong(owner, loop_own_thread, std::memory_order_acquire)) {
-      // A caller runs the loop: sleep until it hands it back (a caller that only asked for it
-      // and then took it goes the same way; one that gave up leaves it free).
-      const unsigned seen = loop_handbacks_.load(std::memory_order_acquire);
-      // Busy polling here too: a caller usually hands the loop back within a round trip, and
-      // taking it back awake saves a wake-up. It also keeps this vCPU awake for the server,
-      // as the own thread's polling does without callers (docs/BENCHMARKS.md: on an idle VM a
-      // request to a server on a halted vCPU costs a wake-up of that vCPU).
-      const auto poll_until = std::chrono::steady_clock::now() + options_.busy_poll;
-      while (loop_handbacks_.load(std::memory_order_acquire) == seen &&
-             loop_owner_.load(std::memory_order_acquire) == loop_caller &&
-             std::chrono::steady_clock::now() < poll_until) {
-        std::this_thread::yield();
-      }
-      if (loop_owner_.load(std::memory_order_acquire) == loop_caller) loop_handbacks_.wait(seen);
-      if (io_.stopped() && loop_owner_.load() != loop_free) return;  // shutdown() gave up waiting
-      // Handed back with nothing else waiting on the loop: the caller usually calls again within
-      // microseconds (acquire, then release), and finding the loop free it takes it at once.
-      // Taken back now, the caller's next call would wait for this thread to notice and let go:
-      // measured in the 1-thread bench, 12-14 us on average per call, on every call (docs/
-      // BENCHMARKS.md). So this thread leaves it free for up to busy_poll first, and counts that
-      // time as polling (see poll_from below). Events that come meanwhile (a timer, a
-      // cancellation) wait that long at most; a command posted by a thread that does not come
-      // to run the loop (an async call; after a tenth of busy_poll) or a second blocked caller
-      // (who leaves the loop to this thread) ends the wait early.
-      poll_from = std::chrono::steady_clock::now();
-      if (handback_quiet_.load(std::memory_order_relaxed)) leave_loop_free(poll_from + options_.busy_poll);
-      continue;
-    }
-    const bool stopped = run_owned(poll_from);
-    poll_from = {};
-    loop_owner_.store(loop_free, std::memory_order_release);
-    if (stopped) return;
-    // A caller asked for the loop: let it take it before bidding again.
-    while (loop_owner_.load(std::memory_order_acquire) == loop_free && loop_wanted_.load() > 0) {
-      std::this_thread::yield();
-    }
-  }
-}
-
-void ClientCore::leave_loop_free(std::chrono::steady_clock::time_point until) {
-  using clock = std::chrono::steady_clock;
-  // How long a posted drain may wait for the thread that posted it to come for the loop: a
-  // blocking call posts its command and bids for the loop within a microsecond or so, but a
-  // sanitized or descheduled one takes far longer. A tenth of busy_poll (10 us at the default)
-  // scales with what the user already accepts as the loop's polling budget.
-  const auto unclaimed_drain = options_.busy_poll / 10;
-  clock::time_point drain_seen{};
-  for (;;) {
-    if (loop_owner_.load(std::memory_order_acquire) != loop_free) return;
-    if (blocked_callers_.load(std::memory_order_relaxed) > 1) return;
-    const auto now = clock::now();
-    if (now >= until) return;
-    if (drain_posted_.load(std::memory_order_relaxed) && loop_wanted_.load(std::memory_order_relaxed) == 0) {
-      if (drain_seen == clock::time_point{}) drain_seen = now;
-      else if (now - drain_seen >= unclaimed_drain) return;
-    } else {
-      drain_seen = {};
-    }
-    std::this_thread::yield();
-  }
-}
-
-bool ClientCore::run_owned(std::chrono::steady_clock::time_point poll_from) {
-  using clock = std::chrono::steady_clock;
-  const auto budget = options_.busy_poll;
-  // Polling counts from poll_from when given: time spent leaving the loop free is polling too,
-  // so a Client that goes idle spins busy_poll in all, not twice that.
-  auto last_event = poll_from == clock::time_point{} ? clock::now() : poll_from;
-  for (;;) {
-    if (loop_wanted_.load() > 0) return false;
-    if (io_.poll() > 0) {
-      last_event = clock::now();
-      continue;
-    }
-    if (io_.stopped()) return true;  // poll() stops the loop when it has run out of work
-    if (clock::now() - last_event < budget) {
-      std::this_thread::yield();
-      continue;
-    }
-    // Sleep in the kernel until the next event. A caller that asks meanwhile sees loop_sleeping_
-    // and waits for this thread as before (seq_cst: of the two stores, each side sees the other's).
-    loop_sleeping_.store(true);
-    if (loop_wanted_.load() > 0) {
-      loop_sleeping_.store(false);
-      return false;
-    }
-    const std::size_t ran = io_.run_one();
-    loop_sleeping_.store(false);
-    if (ran == 0) return true;  // stopped
-    last_event = clock::now();
-  }
-}
-
-bool ClientCore::take_loop() {
-  using clock = std::chrono::steady_clock;
-  loop_wanted_.fetch_add(1);
-  bool got = false;
-  // The own thread, awake, lets go within one pass of its loop; don't wait longer than a few
-  // of those (it may be running a long batch of handlers, or be preempted).
-  const auto give_up = clock::now() + std::chrono::microseconds(50);
-  for (;;) {
-    int owner = loop_free;
-    if (loop_owner_.compare_exchange_weak(owner, loop_caller, std::memory_order_acquire)) {
-      got = true;
-      break;
-    }
-    // Another caller runs the loop (it runs this caller's handlers too), or the own thread sleeps
-    // in the kernel and this caller's command has just woken it: waiting for it is what the
-    // caller would do anyway.
-    if (owner == loop_caller || loop_sleeping_.load() || clock::now() >= give_up) break;
-    std::this_thread::yield();
-  }
-  loop_wanted_.fetch_sub(1);
-  return got;
-}
-
-// What else may need the loop soon, seen by the caller that is about to hand it back: commands
-// awaiting replies, subscriptions (waiters of any kind listen on channels; a lingering one
-// counts too), other blocked callers (they wait for the loop's thread to read their replies).
-// Cluster: never quiet (its nodes are not looked at), so the own thread takes the loop back
-// at once, as before.
-bool ClientCore::loop_quiet() noexcept {
-  if (cluster_ || blocked_callers_.load(std::memory_order_relaxed) > 1 || notifier_->channel_count() > 0) return false;
-  for (const auto& c : primary_->conns) {
-    if (c->queued() > 0) return false;
-  }
-  if (ack_node_) {
-    for (const auto& c : ack_node_->conns) {
-      if (c->queued() > 0) return false;
-    }
-  }
-  return true;
-}
-
-void ClientCore::give_loop_back() {
-  loop_owner_.store(loop_free, std::memory_order_release);
-  loop_handbacks_.fetch_add(1, std::memory_order_release);
-  loop_handbacks_.notify_one();
-}
-
-// A blocking caller runs the loop itself: it writes its command and waits for the reply on the
-// sockets, with no hand-over to another thread and back. It polls for busy_poll after the last
-// event, like the own thread, then sleeps in the kernel until the next one.
-bool ClientCore::drive_until(const std::atomic<bool>& ready, std::chrono::steady_clock::time_point deadline) {
-  if (!options_.callers_run_loop || ready.load(std::memory_order_acquire)) return false;
-  // A thread that runs a loop already (a handler, or a caller inside another Client's handler)
-  // never runs this one too: it would interleave two loops' handlers on one stack.
-  if (t_running_loop != nullptr) return false;
-  // With other callers waiting too, the loop's own thread serves them all (their commands share
-  // writes, their replies one read): measured, callers taking turns at running the loop cost
-  // each of them a hand-over to the next and were slower than that (docs/BENCHMARKS.md).
-  if (blocked_callers_.load(std::memory_order_relaxed) > 1 || !take_loop()) return false;
-  using clock = std::chrono::steady_clock;
-  t_running_loop = this;
-  // Hand the loop back however this ends (a handler that throws included), or the own thread
-  // would sleep for good.
-  struct HandBack {
-    ClientCore* core;
-    ~HandBack() {
-      core->handback_quiet_.store(core->loop_quiet(), std::memory_order_relaxed);  // still holding it
-      t_running_loop = nullptr;
-      core->give_loop_back();
-    }
-  } hand_back{this};
-  const auto budget = options_.busy_poll;
-  auto last_event = clock::now();
-  while (!ready.load(std::memory_order_acquire) && !io_.stopped()) {
-    const auto now = clock::now();
-    if (now >= deadline) break;
-    if (io_.poll_one() > 0) {
-      last_event = now;
-      continue;
-    }
-    if (now - last_event < budget) {
-      std::this_thread::yield();
-      continue;
-    }
-    if (io_.run_one_until(deadline) > 0) last_event = clock::now();
-  }
-  return ready.load(std::memory_order_acquire);
-}
-
-void ClientCore::interrupt() {
-  asio::post(io_, [] {});
-}
-
 std::string ClientCore::new_owner_token() const {
   // Drawn per acquisition: built in one allocation.
   // Wall-clock time of the acquisition, for operators ("held for 3 min"); never used for
@@ -429,8 +211,6 @@ std::string ClientCore::lock_what(std::string_view kind, std::string_view name, 
   return s;
 }
 
-void ClientCore::post(std::function<void()> fn) { asio::post(io_, std::move(fn)); }
-
 void ClientCore::send(std::string payload, ReplyHandler done, const Script* script) {
   if (shut_down_.load()) return done(Error(errc::shutdown, "client is shut down"));
   if (on_loop_thread()) return send_now(std::move(payload), std::move(done), script);
@@ -442,7 +222,7 @@ void ClientCore::send(std::string payload, ReplyHandler done, const Script* scri
     if (first) drain_posted_.store(true, std::memory_order_relaxed);
   }
   // One post per batch: callers that arrive while a drain is pending just append.
-  if (first) asio::post(io_, [self = shared_from_this()] { self->drain(); });
+  if (first) post([self = shared_from_this()] { self->drain(); });
 }
 
 void ClientCore::drain() {
@@ -562,8 +342,6 @@ bool ClientCore::held_release_pending() const {
   return held_released_.valid() && !closed_.load() &&
          held_released_.wait_for(std::chrono::seconds(0)) != std::future_status::ready;
 }
-
-bool ClientCore::on_a_loop_thread() noexcept { return t_running_loop != nullptr; }
 
 void ClientCore::await_held_release() const {
   // Never on a thread that runs a loop: this one's step 1 runs there, and another Client's

@@ -16,6 +16,7 @@
 
 #include <asio.hpp>
 #include <atomic>
+#include <deque>
 #include <functional>
 #include <future>
 #include <memory>
@@ -69,7 +70,8 @@ class ClientCore : public std::enable_shared_from_this<ClientCore>, public Conne
   bool drive_until(const std::atomic<bool>& ready, std::chrono::steady_clock::time_point deadline) override;
   void interrupt() override;
   void count_waiter(int delta) noexcept override { blocked_callers_.fetch_add(delta, std::memory_order_relaxed); }
-  // Runs `fn` on the loop thread (posted).
+  // Runs `fn` on the loop thread (posted). Once the loop has ended (after shutdown), runs it on
+  // the calling thread instead, as the loop would have (client_loop.cpp): it never stays queued.
   void post(std::function<void()> fn);
   // True on the thread that runs the loop now (the own thread, or a caller running it).
   bool on_loop_thread() const noexcept override;
@@ -172,6 +174,8 @@ class ClientCore : public std::enable_shared_from_this<ClientCore>, public Conne
   void drain();
   void release_held(const std::shared_ptr<std::promise<void>>& released);
   void run_loop();  // the own thread's body: runs the loop whenever no caller does
+  void close_loop();  // then: no thread runs it any more (see post)
+  void run_after_loop();
   // Runs it while holding it, until a caller asks (false) or it stopped (true); polls from
   // poll_from (now when not given) for busy_poll before it sleeps in the kernel.
   bool run_owned(std::chrono::steady_clock::time_point poll_from);
@@ -212,6 +216,13 @@ class ClientCore : public std::enable_shared_from_this<ClientCore>, public Conne
   std::atomic<int> blocked_callers_{0};      // callers in a blocking wait (SyncWait) now
   std::atomic<bool> shut_down_{false};
   std::atomic<bool> keyspace_events_{false};
+  // After the loop ended (post): posts in progress, the end, and what was posted after it.
+  std::atomic<int> posting_{0};
+  std::atomic<bool> loop_ended_{false};
+  std::mutex after_loop_mu_;
+  std::deque<std::function<void()>> after_loop_;
+  bool after_loop_running_ = false;  // a thread runs them now
+  bool after_loop_open_ = false;     // close_loop took over the queue: from now on posters run theirs
   // Set by shutdown() before shut_down_ (under shutdown_mu_): step 1's end, and its deadline.
   mutable std::mutex shutdown_mu_;
   std::shared_future<void> held_released_;

@@ -152,9 +152,9 @@ class RedlockWaitOp final : public RedlockTurns::Waiter, public std::enable_shar
     // to the home watchdog there); busy and failed tries on whichever node decided.
     redlock_try(spec_, [self = shared_from_this()](RedlockTry t) {
       if (self->home_->on_loop_thread()) return self->on_try(std::move(t));
-      // Its shutdown hook ends the wait (or did). Nothing is posted to a loop that may have run
-      // out of work already: the handler, holding its Client, would stay queued for ever.
-      if (self->home_->is_shut_down()) return;
+      // Posted even when the home Client shuts down: its shutdown hook ends the wait only once
+      // the shutdown reaches its loop, and dropping this answer before that dropped the wait
+      // unanswered (a post after the loop ended runs here: ClientCore::post).
       self->home_->post([self, t = std::move(t)]() mutable { self->on_try(std::move(t)); });
     });
   }
@@ -166,6 +166,9 @@ class RedlockWaitOp final : public RedlockTurns::Waiter, public std::enable_shar
       if (t.lease) release_unwanted(t.lease);
       return;
     }
+    // The home Client shuts down and its hook has not run yet, or its loop has ended: no sleep
+    // or subscription may start now (nothing would end it).
+    if (home_->is_shut_down() && t.kind != RedlockTry::Kind::acquired) return step();
     const auto now = Clock::now();
     if (turns_) turns_->note_try_round_trip(now - sent_);
     switch (t.kind) {

@@ -130,7 +130,16 @@ void grant(const std::shared_ptr<const RedlockSpec>& spec, std::string owner, st
   // (its acquire may have landed after the hold's release: redlock_answers.hpp).
   answers->kept(hold_now_of(rec));
   // The watchdog lives on the first node's loop thread: schedule there, then hand over.
-  home->post([rec, report]() mutable {
+  home->post([rec, answers, report]() mutable {
+    // The home Client shut down since the check above (this runs after its loop ended, or
+    // after its shutdown released the leases it held): a lease handed out now would be kept by
+    // nobody.
+    if (rec->core->is_shut_down()) {
+      answers->release();
+      RedlockTry gone;
+      gone.error = Error(errc::shutdown, "client is shut down");
+      return report(std::move(gone));
+    }
     rec->core->active_leases_.fetch_add(1);
     rec->core->renewals().add(rec);
     RedlockTry ok;

@@ -83,8 +83,8 @@ RedlockWakeups::RedlockWakeups(const RedlockNodes& nodes, std::string channel, s
   listener_->home = nodes_.cores.front();
   listener_->wake = std::move(wake);
   listener_->subscribed = std::move(subscribed);
-  // The posted work holds its core weakly: a Client shut down before it runs never runs it,
-  // and a strong reference kept in its own queue would keep it alive for ever.
+  // The posted work holds its core weakly: a subscription has no say in how long that Client
+  // lives (one whose loop has ended fails it at once: Notifier::subscribe).
   for (const auto& core : nodes_.cores) {
     core->post([weak = std::weak_ptr<ClientCore>(core), l = listener_, ch = channel_] {
       auto c = weak.lock();

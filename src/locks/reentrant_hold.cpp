@@ -101,7 +101,7 @@ class ReentrantHold {
     if (!record || !record->begin_release()) return;  // lost, or released by the Client's shutdown
     core->active_leases_.fetch_sub(1);
     record->finish_release();
-    if (core->is_shut_down()) return;  // the scheduler is gone; a post would never run
+    if (core->is_shut_down()) return;  // the shutdown takes every lease off the watchdog
     auto rec = record;
     auto forget = [rec] { rec->core->renewals().remove(*rec); };
     if (core->on_loop_thread()) forget();

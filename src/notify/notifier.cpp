@@ -33,6 +33,9 @@ std::string Notifier::key_of(const Connection& c) const {
 }
 
 void Notifier::subscribe(const std::string& channel, Listener* listener, Confirmed confirmed) {
+  // A subscription asked for after the Client closed (a handler run after its loop ended) would
+  // open a connection that nothing reads.
+  if (closed_) return confirmed(*closed_);
   auto [it, inserted] = channels_.try_emplace(channel);
   Channel& ch = it->second;
   ch.listeners.push_back(listener);
@@ -159,6 +162,7 @@ void Notifier::reroute() {
 }
 
 void Notifier::close(const Error& why) {
+  closed_ = why;
   for (auto& [key, c] : conns_) c->close(why);
   channels_.clear();
 }

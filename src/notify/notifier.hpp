@@ -15,6 +15,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -54,7 +55,8 @@ class Notifier final : public Connection::Observer {
 
   // Loop thread only. `confirmed` runs once: when the server confirmed the subscription, or with
   // an error when it could not be made now (the listener stays registered and is subscribed
-  // again after the connection comes back).
+  // again after the connection comes back). After close(): at once with the close's reason, and
+  // the listener is not registered.
   void subscribe(const std::string& channel, Listener* listener, Confirmed confirmed);
   void unsubscribe(const std::string& channel, Listener* listener);
   void close(const Error& why);
@@ -88,6 +90,7 @@ class Notifier final : public Connection::Observer {
   Route route_;
   std::function<void()> suspect_;
   bool held_ = false;
+  std::optional<Error> closed_;  // close() ran, and why
 };
 
 }  // namespace dlock::detail

@@ -1,0 +1,212 @@
+// Integration tests of what becomes of work posted to a Client's event loop once the loop has
+// ended (ClientCore::post, client_loop.cpp): it runs on the posting thread instead of waiting in
+// a queue that nothing reads, so no call made during or after a shutdown is left unanswered and
+// no handler keeps its Client alive. Against real redis-servers.
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <system_error>
+#include <thread>
+#include <vector>
+
+#include "client_core.hpp"
+#include "dlock/dlock.hpp"
+#include "dlock/redlock.hpp"
+#include "notify/notifier.hpp"
+#include "support/lock_helpers.hpp"
+#include "support/redis_server.hpp"
+#include "support/server_group.hpp"
+#include "support/wait.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+using dlock::test::eventually;
+using dlock::test::pointers;
+using dlock::test::scaled;
+using dlock::test::watchdog;
+using std::chrono::milliseconds;
+
+// Calls and answers of async acquisitions, shared with the callbacks (which may outlive a
+// failed test's stack).
+struct Tally {
+  std::atomic<int> calls{0};
+  std::atomic<int> answered{0};
+  std::atomic<int> shutdown{0};
+};
+
+std::function<void(dlock::Result<dlock::Lease>)> count_into(const std::shared_ptr<Tally>& t) {
+  return [t](dlock::Result<dlock::Lease> r) {
+    if (!r.ok() && r.code() == make_error_code(dlock::errc::shutdown)) t->shutdown.fetch_add(1);
+    t->answered.fetch_add(1);
+  };
+}
+
+// Calls `call(done)` on this thread until a few calls after `gone` (the Client was destroyed),
+// so every round has calls before, during and after the destruction.
+template <class Call>
+void call_until_after(const std::atomic<bool>& gone, const std::shared_ptr<Tally>& tally, Call call) {
+  int after = 0;
+  while (!gone.load() || ++after <= 3) {
+    tally->calls.fetch_add(1);
+    call(count_into(tally));
+    std::this_thread::yield();
+  }
+}
+
+// A Client whose shutdown has finished: its loop has ended, and nothing runs it any more.
+std::shared_ptr<dlock::detail::ClientCore> ended_core(const dlock::test::RedisServer& server) {
+  auto client = std::make_unique<dlock::Client>(server.url());
+  EXPECT_TRUE(client->ping().ok());
+  auto core = client->core();
+  client.reset();
+  EXPECT_TRUE(core->is_shut_down());
+  return core;
+}
+
+// A handler posted after the end runs before post() returns, as the loop would run it: with
+// on_loop_thread() true, and a handler it posts in turn after it, not inside it.
+TEST(LoopEndTest, APostAfterTheLoopEndedRunsOnThePostingThreadInOrder) {
+  dlock::test::RedisServer server;
+  auto core = ended_core(server);
+  std::vector<int> order;
+  bool on_loop = false;
+  core->post([&] {
+    order.push_back(1);
+    on_loop = core->on_loop_thread();
+    core->post([&] { order.push_back(3); });
+    order.push_back(2);
+  });
+  EXPECT_EQ(order, (std::vector<int>{1, 2, 3}));
+  EXPECT_TRUE(on_loop);
+  EXPECT_FALSE(core->on_loop_thread());
+}
+
+// Posts from several threads after the end each run once, and never two at a time: loop-thread
+// state needs no lock then either.
+TEST(LoopEndTest, PostsFromSeveralThreadsAfterTheEndRunOneAtATime) {
+  dlock::test::RedisServer server;
+  auto core = ended_core(server);
+  constexpr int threads = 4, each = 2000;
+  std::atomic<int> running{0}, most{0}, ran{0};
+  std::vector<std::thread> posters;
+  for (int t = 0; t < threads; ++t) {
+    posters.emplace_back([&] {
+      for (int i = 0; i < each; ++i) {
+        core->post([&] {
+          const int now = running.fetch_add(1) + 1;
+          int seen = most.load();
+          while (now > seen && !most.compare_exchange_weak(seen, now)) {
+          }
+          std::this_thread::yield();
+          ran.fetch_add(1);
+          running.fetch_sub(1);
+        });
+      }
+    });
+  }
+  for (auto& p : posters) p.join();
+  EXPECT_EQ(ran.load(), threads * each);
+  EXPECT_EQ(most.load(), 1);
+}
+
+// A subscription asked for after the end fails at once with the shutdown, instead of opening a
+// connection that nothing reads; the listener is not kept.
+TEST(LoopEndTest, ASubscriptionAskedForAfterTheEndFailsAtOnce) {
+  struct Deaf final : dlock::detail::Notifier::Listener {
+    void on_notification(std::string_view) override {}
+    void on_resubscribed() override {}
+  } listener;
+  dlock::test::RedisServer server;
+  auto core = ended_core(server);
+  std::error_code got;
+  bool answered = false;
+  core->post([&] {
+    core->notifier().subscribe("loop-end:ch", &listener, [&](const dlock::Error& e) {
+      answered = true;
+      got = e.code;
+    });
+  });
+  EXPECT_TRUE(answered);
+  EXPECT_EQ(got, make_error_code(dlock::errc::shutdown));
+  EXPECT_EQ(core->notifier().channel_count(), 0u);
+}
+
+// Async acquisitions made from other threads while the Client is destroyed are all answered
+// (acquired, busy or errc::shutdown), and once the lock objects are gone nothing keeps the
+// Client's core alive. Before, a call that checked for the shutdown just before it and posted
+// just after the loop ended was never answered, and its handler kept the core for ever.
+TEST(LoopEndTest, AsyncAcquisitionsRacingTheClientsDestructionAreAllAnswered) {
+  dlock::test::RedisServer server;
+  for (int round = 0; round < 20; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    auto client = std::make_unique<dlock::Client>(server.url());
+    ASSERT_TRUE(client->ping().ok());
+    std::weak_ptr<dlock::detail::ClientCore> core = client->core();
+    auto tally = std::make_shared<Tally>();
+    {
+      std::vector<std::unique_ptr<dlock::Mutex>> locks;
+      for (int i = 0; i < 3; ++i) {
+        locks.push_back(std::make_unique<dlock::Mutex>(*client, "loop-end-" + std::to_string(i), watchdog(10s)));
+      }
+      std::atomic<bool> gone{false};
+      std::vector<std::thread> callers;
+      for (auto& lock : locks) {
+        callers.emplace_back([&, m = lock.get()] { call_until_after(gone, tally, [m](auto done) {
+                               m->async_acquire(dlock::test::no_wait(), std::move(done));
+                             }); });
+      }
+      ASSERT_TRUE(eventually([&] { return tally->calls.load() >= 3; }, scaled(5000ms)));
+      std::this_thread::sleep_for(milliseconds(2 + round % 5));
+      client.reset();
+      gone.store(true);
+      for (auto& t : callers) t.join();
+      EXPECT_TRUE(eventually([&] { return tally->answered.load() == tally->calls.load(); }, scaled(5000ms)))
+          << tally->answered.load() << " of " << tally->calls.load() << " calls answered";
+    }
+    EXPECT_GT(tally->shutdown.load(), 0) << "no call met the shutdown";
+    EXPECT_TRUE(eventually([&] { return core.expired(); }, scaled(5000ms)))
+        << "the Client's core outlived its Client and its lock objects";
+  }
+}
+
+// The same for Redlock, whose answers come from the other nodes' loops and are handed to the
+// home Client's (nodes[0]) loop: destroying the home Client while acquisitions are in flight
+// leaves none unanswered, and no lease is handed out by a home that is gone.
+TEST(LoopEndTest, RedlockAcquisitionsRacingTheHomeClientsDestructionAreAllAnswered) {
+  dlock::test::ServerGroup group{3};
+  for (int round = 0; round < 10; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    auto clients = group.clients();
+    std::weak_ptr<dlock::detail::ClientCore> home = clients.front()->core();
+    auto tally = std::make_shared<Tally>();
+    {
+      dlock::Redlock lock(pointers(clients), "loop-end-redlock", watchdog(10s));
+      std::atomic<bool> gone{false};
+      std::vector<std::thread> callers;
+      for (int i = 0; i < 2; ++i) {
+        callers.emplace_back([&] { call_until_after(gone, tally, [&lock](auto done) {
+                               lock.async_acquire(dlock::test::no_wait(), std::move(done));
+                             }); });
+      }
+      ASSERT_TRUE(eventually([&] { return tally->calls.load() >= 2; }, scaled(5000ms)));
+      std::this_thread::sleep_for(milliseconds(5 + round % 5));
+      clients.front().reset();
+      gone.store(true);
+      for (auto& t : callers) t.join();
+      EXPECT_TRUE(eventually([&] { return tally->answered.load() == tally->calls.load(); }, scaled(5000ms)))
+          << tally->answered.load() << " of " << tally->calls.load() << " calls answered";
+    }
+    clients.clear();
+    EXPECT_GT(tally->shutdown.load(), 0) << "no call met the shutdown";
+    EXPECT_TRUE(eventually([&] { return home.expired(); }, scaled(5000ms)))
+        << "the home Client's core outlived its Client and the Redlock";
+  }
+}
+
+}  // namespace
