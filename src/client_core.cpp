@@ -377,6 +377,11 @@ void ClientCore::shutdown() {
     // Destroyed from one of its own callbacks: the loop cannot wait for itself. Close at once;
     // the keys of leases still held expire at their TTL.
     close_all();
+    {
+      // The thread may outlive this call and the Client: it holds the core until it is done.
+      std::lock_guard lock(shutdown_mu_);
+      keep_alive_ = weak_from_this().lock();
+    }
     thread_.detach();
     return;
   }
@@ -409,7 +414,12 @@ void ClientCore::shutdown() {
   asio::post(io_, [this] { close_all(); });
   auto exited = loop_exited_.get_future();
   if (exited.wait_for(std::chrono::seconds(2)) != std::future_status::ready) {
-    io_.stop();
+    {
+      // Once the loop has ended, its own thread runs what is left in it (close_loop) and must
+      // not be stopped; join() then waits for that.
+      std::lock_guard lock(after_loop_mu_);
+      if (!loop_ended_.load()) io_.stop();
+    }
     loop_handbacks_.fetch_add(1);  // the own thread may sleep until a caller hands the loop back
     loop_handbacks_.notify_all();
   }

@@ -228,6 +228,9 @@ class ClientCore : public std::enable_shared_from_this<ClientCore>, public Conne
   std::shared_future<void> held_released_;
   std::chrono::steady_clock::time_point held_release_deadline_;
   std::atomic<bool> closed_{false};  // close_all() ran: step 1 is over, whatever it finished
+  // Shut down from its own loop thread, which was detached: held by that thread until it ends
+  // (under shutdown_mu_).
+  std::shared_ptr<ClientCore> keep_alive_;
 
   std::unique_ptr<Node> primary_;             // standalone and Sentinel
   std::unique_ptr<Node> ack_node_;            // ReplicationAck's own connection, made on first use

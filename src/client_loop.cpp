@@ -2,7 +2,9 @@
 // work posted to it once it has ended.
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
+#include <system_error>
 #include <thread>
 #include <utility>
 
@@ -29,6 +31,13 @@ void ClientCore::start() {
     started.set_value();
     run_loop();
     close_loop();
+    // Shut down from one of its own handlers, the Client detached this thread and may have gone
+    // meanwhile: it is then destroyed here, outside its loop, when this thread lets go of it.
+    std::shared_ptr<ClientCore> last;
+    {
+      std::lock_guard lock(shutdown_mu_);
+      last = std::move(keep_alive_);
+    }
     loop_exited_.set_value();
   });
   ready.wait();
@@ -260,6 +269,18 @@ void ClientCore::post(std::function<void()> fn) {
     if (after_loop_running_ || !after_loop_open_) return;
     after_loop_running_ = true;
   }
+  auto self = weak_from_this().lock();  // kept while its handlers run
+  // Posted from another Client's handler (a Redlock answer from another node, handed to this
+  // home Client): this one's handlers must not run inside it. On that stack they would pass for
+  // its loop's, and a blocking call or that Client's destruction made from them would wait for
+  // the very thread they hold. They get a thread of their own.
+  if (t_running_loop != nullptr && t_running_loop != this && self) {
+    try {
+      std::thread([self] { self->run_after_loop(); }).detach();
+      return;
+    } catch (const std::system_error&) {  // no thread to be had: run them here after all
+    }
+  }
   run_after_loop();
 }
 
@@ -270,7 +291,12 @@ void ClientCore::close_loop() {
   for (int owner = loop_free; !loop_owner_.compare_exchange_weak(owner, loop_own_thread); owner = loop_free) {
     std::this_thread::yield();
   }
-  loop_ended_.store(true);
+  {
+    // Under the lock: shutdown() stops the loop only while it has not ended (a stop landing
+    // between the restart and the poll below would leave leftovers unrun).
+    std::lock_guard lock(after_loop_mu_);
+    loop_ended_.store(true);
+  }
   // Every handler posted before the end is in the loop's queue once these posts are done; this
   // thread runs them first, with what was posted after the end meanwhile, then lets posters run
   // theirs.

@@ -9,7 +9,10 @@
 // members run on the Client's event loop and must not block; a blocking member called from a
 // callback fails with errc::called_from_event_loop instead of deadlocking. The loop runs on the
 // Client's own thread, or on a thread blocked in one of its calls meanwhile (one thread at a
-// time; ClientOptions::callers_run_loop), so a callback may run on either.
+// time; ClientOptions::callers_run_loop), so a callback may run on either. Once the Client is
+// destroyed its loop has ended: a call made then, or one that was still on its way to the loop
+// when it ended, is answered at once (errc::shutdown, for one that needed the loop) on the calling
+// thread, or on a short-lived thread of dlock's when it came from another Client's callback.
 #pragma once
 
 #include <functional>

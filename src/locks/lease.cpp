@@ -330,14 +330,18 @@ struct PartsOutcome {
   std::optional<Error> failed;
 
   // Claims a part's release (false when it was no longer held: lost, or released already).
+  // The caller then takes it off its watchdog (forget), outside any lock of its own: a post to a
+  // Client whose loop has ended runs queued work on the posting thread (ClientCore::post).
   bool claim(LeaseRecord& part) {
     if (!part.begin_release()) {
       lost = lost || part.state() == LeaseRecord::State::lost;
       return false;
     }
     part.core->active_leases_.fetch_sub(1);
-    part.core->post([self = part.shared_from_this()] { self->core->renewals().remove(*self); });
     return true;
+  }
+  static void forget(LeaseRecord& part) {
+    part.core->post([self = part.shared_from_this()] { self->core->renewals().remove(*self); });
   }
 
   void add(const LeaseRecord& parent, const Result<Reply>& r) {
@@ -370,6 +374,7 @@ Result<void> release_parts(const std::shared_ptr<LeaseRecord>& parent) {
   PartsOutcome outcome;
   for (const auto& part : parent->parts) {
     if (!outcome.claim(*part)) continue;
+    PartsOutcome::forget(*part);
     Result<Reply> r = run_blocking(part, *part->scripts.release, part->scripts.release_key_list(), part->release_args());
     part->finish_release();
     outcome.add(*parent, r);
@@ -403,6 +408,7 @@ void release_parts_async(const std::shared_ptr<LeaseRecord>& parent, bool report
       if (!g->outcome.claim(*part)) continue;
       ++g->left;
     }
+    PartsOutcome::forget(*part);
     detail::async_call_idempotent(
         part->core,
         [part](detail::ReplyHandler h) {

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <future>
 #include <memory>
 #include <string>
 #include <system_error>
@@ -85,6 +86,60 @@ TEST(LoopEndTest, APostAfterTheLoopEndedRunsOnThePostingThreadInOrder) {
   EXPECT_EQ(order, (std::vector<int>{1, 2, 3}));
   EXPECT_TRUE(on_loop);
   EXPECT_FALSE(core->on_loop_thread());
+}
+
+// A post made from another Client's handler (as a Redlock answer from another node is handed
+// to its home Client) runs on a thread of its own, not on that Client's loop thread: there it
+// would pass for this loop's handler, and a blocking call on that Client, or its destruction,
+// made from it would wait for the very thread it holds.
+TEST(LoopEndTest, APostFromAnotherClientsLoopAfterTheEndRunsOffThatLoop) {
+  dlock::test::RedisServer server;
+  auto ended = ended_core(server);
+  dlock::Client other(server.url());
+  ASSERT_TRUE(other.ping().ok());
+  struct Seen {
+    std::thread::id posted_from, ran_on;
+    bool ran_as_ended_loop = false, ran_as_other_loop = true;
+    bool blocking_on_other_ok = false;
+  };
+  auto seen = std::make_shared<std::promise<Seen>>();
+  auto fut = seen->get_future();
+  other.async_command({"PING"}, [&, seen](dlock::Result<dlock::Reply>) {
+    const auto from = std::this_thread::get_id();
+    ended->post([&, seen, from] {
+      Seen s;
+      s.posted_from = from;
+      s.ran_on = std::this_thread::get_id();
+      s.ran_as_ended_loop = ended->on_loop_thread();
+      s.ran_as_other_loop = other.on_event_loop_thread();
+      s.blocking_on_other_ok = other.ping().ok();  // waited for other's loop thread: not this one
+      seen->set_value(s);
+    });
+  });
+  ASSERT_EQ(fut.wait_for(scaled(5000ms)), std::future_status::ready) << "the handler never ran";
+  const Seen s = fut.get();
+  EXPECT_NE(s.ran_on, s.posted_from);
+  EXPECT_TRUE(s.ran_as_ended_loop);
+  EXPECT_FALSE(s.ran_as_other_loop);
+  EXPECT_TRUE(s.blocking_on_other_ok);
+}
+
+// A Client destroyed from one of its own callbacks: its loop thread is detached, and the core
+// must not be destroyed inside that callback (it was, when the Client held the last reference);
+// it goes once that thread has finished.
+TEST(LoopEndTest, AClientDestroyedFromItsOwnCallbackGoesOnceItsThreadIsDone) {
+  dlock::test::RedisServer server;
+  auto client = std::make_shared<std::unique_ptr<dlock::Client>>(std::make_unique<dlock::Client>(server.url()));
+  ASSERT_TRUE((*client)->ping().ok());
+  std::weak_ptr<dlock::detail::ClientCore> core = (*client)->core();
+  auto destroyed = std::make_shared<std::promise<void>>();
+  auto fut = destroyed->get_future();
+  (*client)->async_command({"PING"}, [client, destroyed](dlock::Result<dlock::Reply>) {
+    client->reset();  // ~Client on its own loop thread
+    destroyed->set_value();
+  });
+  ASSERT_EQ(fut.wait_for(scaled(5000ms)), std::future_status::ready) << "the callback never ran";
+  EXPECT_TRUE(eventually([&] { return core.expired(); }, scaled(5000ms))) << "the core was never freed";
 }
 
 // Posts from several threads after the end each run once, and never two at a time: loop-thread
