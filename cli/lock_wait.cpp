@@ -7,6 +7,8 @@
 #include <memory>
 #include <mutex>
 #include <stop_token>
+#include <thread>
+#include <vector>
 
 #include "dlock/admin.hpp"
 #include "dlock/clock.hpp"
@@ -154,7 +156,7 @@ class StatusLine {
 // slot picks. Without this, a SIGTERM racing a release left the lock taken until its TTL.
 // Bounded like lock_seen (a second, or the command timeout if shorter): a server that does not
 // answer cannot be settled with, and a signal must not wait a command timeout for it twice.
-// True when both round trips were answered. With --redlock only the first master is asked.
+// True when both round trips were answered. --redlock: settle_cancelled_redlock.
 bool settle_cancelled_attempt(dlock::Client& client, const std::string& key) {
   struct Settled {
     std::mutex mu;
@@ -179,6 +181,52 @@ bool settle_cancelled_attempt(dlock::Client& client, const std::string& key) {
   std::unique_lock lock(settled->mu);
   settled->cv.wait_for(lock, bound, [&] { return settled->answered == 2 || settled->failed; });
   return settled->answered == 2;
+}
+
+// The same for --redlock. A Redlock try's answers come from every master and its late win is
+// released from the first master's event loop after hand-overs between the Clients' loops, which
+// no pair of round trips on one connection puts in order. So each master is asked directly
+// whether it still holds a key of this process, and asked again (every 5 ms) until it does not:
+// the question goes on the lock's connection to that master, behind the try's acquire there, so
+// a "no" means the try never took it there or its release has run. Bounded like the others.
+// True when every master said "no" in time.
+bool settle_cancelled_redlock(const std::vector<dlock::Client*>& nodes, const std::string& key) {
+  struct Round {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::size_t answered = 0;
+    std::vector<bool> clear;
+  };
+  const std::string mine = "@" + nodes.front()->owner_identity() + ":";
+  const milliseconds bound = std::min(milliseconds(1000), nodes.front()->options().command_timeout);
+  const auto until = std::chrono::steady_clock::now() + bound;
+  std::vector<bool> clear(nodes.size(), false);
+  for (;;) {
+    auto round = std::make_shared<Round>();  // outlives this call: late replies land here
+    round->clear.assign(nodes.size(), false);
+    std::size_t asked = 0;
+    for (std::size_t i = 0; i < nodes.size(); ++i) {
+      if (clear[i]) continue;
+      ++asked;
+      nodes[i]->async_command({"EVAL", lua::held_by_this_process, "1", key, mine},
+                              [round, i](dlock::Result<dlock::Reply> r) {
+                                {
+                                  std::lock_guard lock(round->mu);
+                                  ++round->answered;
+                                  round->clear[i] = r.ok() && r->is_integer() && r->integer() == 0;
+                                }
+                                round->cv.notify_all();
+                              });
+    }
+    {
+      std::unique_lock lock(round->mu);
+      round->cv.wait_until(lock, until, [&] { return round->answered == asked; });
+      for (std::size_t i = 0; i < nodes.size(); ++i) clear[i] = clear[i] || round->clear[i];
+    }
+    if (std::all_of(clear.begin(), clear.end(), [](bool c) { return c; })) return true;
+    if (std::chrono::steady_clock::now() + milliseconds(5) >= until) return false;
+    std::this_thread::sleep_for(milliseconds(5));
+  }
 }
 
 // Whether the lock's server shows it taken by someone else, within a second (the command
@@ -335,7 +383,8 @@ WaitOutcome wait_for_lock(Context& ctx, LockTarget& target, std::optional<millis
     // not_replicated: the library took the lock, then released it (fail closed) before it
     // reported; the same round trips are a cheap backstop for that release.
     if (out.signal != 0 || out.error.code == dlock::errc::not_replicated) {
-      const bool settled = settle_cancelled_attempt(ctx.client(), ctx.key(target.name()));
+      const bool settled = ctx.redlock() ? settle_cancelled_redlock(ctx.redlock_nodes(), ctx.key(target.name()))
+                                         : settle_cancelled_attempt(ctx.client(), ctx.key(target.name()));
       out.unsettled = !settled && out.signal != 0;
     }
   }

@@ -80,4 +80,12 @@ end
 return 0
 )lua";
 
+// After a cancelled Redlock wait (lock_wait.cpp, settle_cancelled_redlock): does this master
+// still hold a key that the cancelled try took?
+const char* const held_by_this_process = R"lua(
+if redis.call('TYPE', KEYS[1])['ok'] ~= 'string' then return 0 end
+if string.find(redis.call('GET', KEYS[1]), ARGV[1], 1, true) then return 1 end
+return 0
+)lua";
+
 }  // namespace dlock::cli::lua

@@ -26,4 +26,9 @@ extern const char* const release;
 // under the name counts too); 0 otherwise: free, or held only by this process's own late try.
 extern const char* const held_by_others;
 
+// KEYS[1] P{N}, a Redlock's key on one master; ARGV[1] "@<host>:<pid>:", this process's part of
+// its owner tokens, with the ':' that follows it. Reply: 1 when the key holds a token of this
+// process; 0 otherwise (free, another owner's, or another type).
+extern const char* const held_by_this_process;
+
 }  // namespace dlock::cli::lua

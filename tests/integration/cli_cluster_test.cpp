@@ -5,18 +5,23 @@
 
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
 #include <limits.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <future>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <sstream>
 #include <string>
+#include <string_view>
+#include <thread>
 #include <vector>
 
 #include "dlock/client.hpp"
@@ -85,6 +90,34 @@ std::size_t count_of(const std::string& text, const std::string& what) {
 }
 
 std::string key_of(const std::string& name) { return "dlock:{" + name + "}"; }
+
+// Starts the CLI in the background (to signal it), with no DLOCK_* variables from the caller
+// and its output discarded.
+std::unique_ptr<dlock::test::ChildProcess> start_dlock(const std::vector<std::string>& args) {
+  struct Prepared {
+    std::vector<std::string> argv, env;
+    std::vector<char*> cargv, cenv;
+  };
+  auto prep = std::make_shared<Prepared>();
+  prep->argv.push_back(cli_binary());
+  prep->argv.insert(prep->argv.end(), args.begin(), args.end());
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    if (std::string_view(*e).substr(0, 6) != "DLOCK_") prep->env.emplace_back(*e);
+  }
+  for (auto& a : prep->argv) prep->cargv.push_back(a.data());
+  prep->cargv.push_back(nullptr);
+  for (auto& e : prep->env) prep->cenv.push_back(e.data());
+  prep->cenv.push_back(nullptr);
+  return std::make_unique<dlock::test::ChildProcess>([prep]() -> int {
+    dlock::test::detail::reset_signals();
+    const int null_fd = ::open("/dev/null", O_RDWR);
+    if (null_fd < 0) return 125;
+    for (int fd : {STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO}) ::dup2(null_fd, fd);
+    dlock::test::detail::close_fds_from(3);
+    ::execve(prep->cargv[0], prep->cargv.data(), prep->cenv.data());
+    return 127;
+  });
+}
 
 // ---------------------------------------------------------------------------------- Cluster
 
@@ -553,6 +586,42 @@ TEST_F(CliRedlockTest, RunStopsTheCommandWhenAMajorityIsTaken) {
   EXPECT_LT(dlock::test::ms_since(taken_at), scaled(15s)) << describe(r);
   EXPECT_LT(dlock::test::ms_since(started), 100s);
   for (std::size_t i = 0; i < 3; ++i) EXPECT_EQ(group->raw(i).cmd({"GET", key_of("stolen")}), "thief") << "node " << i;
+}
+
+// A signal and a release arriving together: whichever wins, no master keeps a key of dlock's.
+// The try that the release's notification started takes the lock on every master, and its
+// late win is given back from the first master's loop; before, dlock settled with the first
+// master only and could exit before that release had reached the others.
+TEST_F(CliRedlockTest, SigtermRacingAReleaseLeavesNoKeyOnAnyMaster) {
+  const std::string foreign = "0123456789abcdef0123456789abcdef@otherhost:4242:1700000000000";
+  for (int i = 0; i < 12; ++i) {
+    const std::string name = "race" + std::to_string(i);
+    for (std::size_t n = 0; n < group->size(); ++n) group->raw(n).cmd({"SET", key_of(name), foreign, "PX", "30000"});
+    auto bg = start_dlock(with_redlock({"run", name, "--wait", "30s", "--", "sleep", "5"}));
+    ASSERT_TRUE(eventually(
+        [&] {
+          for (std::size_t n = 0; n < group->size(); ++n) {
+            auto r = group->raw(n).cmd_array({"PUBSUB", "NUMSUB", key_of(name) + ":ch"});
+            if (r.size() != 2 || r[1] != "1") return false;
+          }
+          return true;
+        },
+        scaled(10s), 10ms))
+        << "the waiter never subscribed on every master";
+    for (std::size_t n = 0; n < group->size(); ++n) {
+      group->raw(n).cmd({"DEL", key_of(name)});
+      group->raw(n).cmd({"PUBLISH", key_of(name) + ":ch", "released"});
+    }
+    if (i % 2 == 1) std::this_thread::sleep_for(std::chrono::microseconds(200 * i));
+    bg->signal(SIGTERM);
+    auto code = bg->wait_for(scaled(10s));
+    ASSERT_TRUE(code.has_value()) << "SIGTERM was not heard";
+    EXPECT_EQ(*code, 128 + SIGTERM) << "interrupted while waiting, or the forwarded signal ended sleep";
+    for (std::size_t n = 0; n < group->size(); ++n) {
+      EXPECT_EQ(group->raw(n).cmd_int({"EXISTS", key_of(name)}), 0)
+          << "master " << n << " kept a key (iteration " << i << ")";
+    }
+  }
 }
 
 TEST_F(CliRedlockTest, UsageErrorsNameWhatWorks) {
