@@ -211,8 +211,11 @@ std::string ClientCore::lock_what(std::string_view kind, std::string_view name, 
   return s;
 }
 
+// Refused once the connections are closed, not as soon as the shutdown begins: its step 1 leaves
+// a lease whose release a caller claimed to that caller, and that release, sent a moment after
+// the shutdown began, must still go out (refused, it left the key to its TTL: LoopEndTest).
 void ClientCore::send(std::string payload, ReplyHandler done, const Script* script) {
-  if (shut_down_.load()) return done(Error(errc::shutdown, "client is shut down"));
+  if (closed_.load()) return done(Error(errc::shutdown, "client is shut down"));
   if (on_loop_thread()) return send_now(std::move(payload), std::move(done), script);
   bool first = false;
   {
@@ -288,6 +291,23 @@ void ClientCore::on_error_reply(Connection&, const Reply& reply) {
   if (sentinel_ && reply.error_prefix() == "READONLY") sentinel_->rediscover();
 }
 
+void ClientCore::settle_in_flight(std::function<void()> done) {
+  auto count = Countdown::make(1, std::move(done));
+  auto settle = [&count](Connection& c) {
+    if (c.queued() == 0) return;
+    count->add();
+    c.send(Command{format_command({"PING"}), [count](Result<Reply>) { count->done(); }});
+  };
+  if (cluster_) cluster_->for_each_connection(settle);
+  if (primary_) {
+    for (auto& c : primary_->conns) settle(*c);
+  }
+  if (ack_node_) {
+    for (auto& c : ack_node_->conns) settle(*c);
+  }
+  count->done();
+}
+
 void ClientCore::close_all() {
   closed_.store(true);
   const Error why(errc::shutdown, "client is shut down");
@@ -358,6 +378,7 @@ void ClientCore::await_held_release() const {
 }
 
 void ClientCore::shutdown() {
+  const auto shutdown_deadline = std::chrono::steady_clock::now() + options_.shutdown_timeout;
   auto released = std::make_shared<std::promise<void>>();
   std::shared_future<void> done;
   {
@@ -409,6 +430,13 @@ void ClientCore::shutdown() {
     });
   });
   (void)done.wait_for(options_.shutdown_timeout);
+  // Then what was sent before, and is still unanswered, is given the rest of that time: a
+  // release made just before the Client's destruction without waiting for it (async_release)
+  // is a lease that step 1 left to its caller, and cut off unwritten it left the key to its TTL.
+  auto settled = std::make_shared<std::promise<void>>();
+  auto in_flight = settled->get_future();
+  asio::post(io_, [this, settled] { settle_in_flight([settled] { settled->set_value(); }); });
+  (void)in_flight.wait_until(shutdown_deadline);
   // 2. Fail everything still pending and let the loop run out of work, so no caller is left
   //    waiting on a handler that never runs. A loop that does not finish in time is stopped.
   asio::post(io_, [this] { close_all(); });

@@ -186,6 +186,9 @@ class ClientCore : public std::enable_shared_from_this<ClientCore>, public Conne
   void give_loop_back();
   bool loop_quiet() noexcept;  // a caller holding the loop: nothing but that caller waits on it now
   void close_all();
+  // Runs `done` once every command connection has answered what was sent on it so far (one PING
+  // behind them, answered in order), or failed it. Loop thread only.
+  void settle_in_flight(std::function<void()> done);
   void on_primary(Result<ServerAddress> primary);
   // Cluster: the script with PUBLISH turned into SPUBLISH (sharded pub/sub), made once per script.
   const Script& cluster_variant(const Script& s);

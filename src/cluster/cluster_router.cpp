@@ -317,6 +317,13 @@ std::vector<ServerAddress> ClusterRouter::primaries() const {
   return out;
 }
 
+void ClusterRouter::for_each_connection(const std::function<void(Connection&)>& fn) {
+  for (auto& [key, n] : nodes_) {
+    for (auto& c : n->conns) fn(*c);
+  }
+  for (auto& [n, c] : ack_conns_) fn(*c);
+}
+
 void ClusterRouter::close(const Error& why) {
   closed_ = true;
   refresh_timer_.cancel();

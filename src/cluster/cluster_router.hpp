@@ -61,6 +61,8 @@ class ClusterRouter {
   void on_topology(std::function<void()> fn) { on_topology_ = std::move(fn); }
   bool has_map() const noexcept { return have_map_; }
   void close(const Error& why);
+  // Every command connection (the nodes' and their ReplicationAck ones).
+  void for_each_connection(const std::function<void(Connection&)>& fn);
 
  private:
   struct Routed;

@@ -17,7 +17,9 @@
 #include <system_error>
 #include <thread>
 
+#include "client_core.hpp"
 #include "dlock/dlock.hpp"
+#include "io/command.hpp"
 #include "locks/release_seam.hpp"
 #include "support/fault_proxy.hpp"
 #include "support/lock_helpers.hpp"
@@ -139,6 +141,32 @@ TEST_F(ReleaseAtShutdownTest, AReleaseThatClaimedAfterTheShutdownBeganLeavesTheL
   EXPECT_FALSE(code) << code.message();
   EXPECT_EQ(exists(m.key()), 0) << "the lease was left to its TTL";
   EXPECT_TRUE(busy->release().ok());
+}
+
+// A command sent while the shutdown's step 1 is under way (releasing what the Client holds, over
+// a slow link) still goes out: a release claimed by its caller just before the shutdown began
+// is sent a moment after it, and step 1 leaves such a lease to that caller. It used to be
+// refused as soon as the shutdown began, and the key sat out its TTL.
+TEST_F(ReleaseAtShutdownTest, ACommandSentWhileStepOneRunsStillGoesOut) {
+  dlock::test::FaultProxy proxy("127.0.0.1", server->port());
+  dlock::ClientOptions options;
+  options.shutdown_timeout = 6000ms;
+  auto going = std::make_unique<dlock::Client>(proxy.url(), options);
+  auto core = going->core();
+  dlock::Mutex m(*going, "held-at-shutdown");
+  auto lease = m.acquire(no_wait());
+  ASSERT_TRUE(lease.ok()) << lease.error().what();
+  proxy.delay(300ms);  // step 1's release of that lease takes 600 ms
+  std::thread destroyer([&] { going.reset(); });
+  ASSERT_TRUE(eventually([&] { return core->is_shut_down(); }, 5000ms));
+  auto answer = std::make_shared<std::promise<std::error_code>>();
+  core->send(dlock::detail::format_command({"SET", "sent-during-step-one", "1"}),
+             [answer](dlock::Result<dlock::Reply> r) { answer->set_value(r.code()); });
+  destroyer.join();
+  // Its reply may come after the connections closed; what counts is that it was sent.
+  EXPECT_TRUE(eventually([&] { return exists("sent-during-step-one") == 1; }, 3000ms))
+      << "refused: " << answer->get_future().get().message();
+  EXPECT_EQ(exists(m.key()), 0) << "step 1 did not release the lease";
 }
 
 }  // namespace
