@@ -5,6 +5,9 @@
 #include <array>
 #include <charconv>
 #include <functional>
+#include <memory>
+#include <thread>
+#include <vector>
 #include <future>
 #include <utility>
 
@@ -291,21 +294,72 @@ void ClientCore::on_error_reply(Connection&, const Reply& reply) {
   if (sentinel_ && reply.error_prefix() == "READONLY") sentinel_->rediscover();
 }
 
-void ClientCore::settle_in_flight(std::function<void()> done) {
-  auto count = Countdown::make(1, std::move(done));
-  auto settle = [&count](Connection& c) {
+namespace {
+template <class Fn>
+void for_each_command_connection(ClusterRouter* cluster, Node* primary, Node* ack_node, Fn&& fn) {
+  if (cluster) cluster->for_each_connection(fn);
+  if (primary) {
+    for (auto& c : primary->conns) fn(*c);
+  }
+  if (ack_node) {
+    for (auto& c : ack_node->conns) fn(*c);
+  }
+}
+}  // namespace
+
+bool ClientCore::commands_queued() {
+  bool any = false;
+  for_each_command_connection(cluster_.get(), primary_.get(), ack_node_.get(),
+                              [&any](Connection& c) { any = any || c.queued() > 0; });
+  return any;
+}
+
+// A reply may send more behind the PINGs (a MOVED or ASK re-sent, the EVAL after NOSCRIPT, the
+// WAIT after an acknowledged script): another round then, until none is left or time is up.
+void ClientCore::settle_in_flight(std::chrono::steady_clock::time_point deadline, std::function<void()> done) {
+  auto count = Countdown::make(1, [this, deadline, done = std::move(done)]() mutable {
+    if (std::chrono::steady_clock::now() >= deadline || !commands_queued()) return done();
+    settle_in_flight(deadline, std::move(done));
+  });
+  for_each_command_connection(cluster_.get(), primary_.get(), ack_node_.get(), [&count](Connection& c) {
     if (c.queued() == 0) return;
     count->add();
     c.send(Command{format_command({"PING"}), [count](Result<Reply>) { count->done(); }});
-  };
-  if (cluster_) cluster_->for_each_connection(settle);
-  if (primary_) {
-    for (auto& c : primary_->conns) settle(*c);
-  }
-  if (ack_node_) {
-    for (auto& c : ack_node_->conns) settle(*c);
-  }
+  });
   count->done();
+}
+
+bool ClientCore::adopt_helper(std::function<void()> fn) {
+  std::lock_guard lock(helpers_mu_);
+  if (helpers_joined_) return false;
+  // Those done already are joined now, so that they do not pile up until the shutdown.
+  std::erase_if(helpers_, [](Helper& h) {
+    if (!h.finished->load()) return false;
+    h.thread.join();
+    return true;
+  });
+  auto finished = std::make_shared<std::atomic<bool>>(false);
+  helpers_.push_back(Helper{std::thread([fn = std::move(fn), finished] {
+                              fn();
+                              finished->store(true);
+                            }),
+                            finished});
+  return true;
+}
+
+// After close_all: a blocking call on this Client from a helper fails at once, so a join cannot
+// wait for this thread.
+void ClientCore::join_helpers() {
+  std::vector<Helper> helpers;
+  {
+    std::lock_guard lock(helpers_mu_);
+    helpers_joined_ = true;
+    helpers.swap(helpers_);
+  }
+  for (auto& h : helpers) {
+    if (h.thread.get_id() == std::this_thread::get_id()) h.thread.detach();  // shut down from that helper
+    else h.thread.join();
+  }
 }
 
 void ClientCore::close_all() {
@@ -404,6 +458,7 @@ void ClientCore::shutdown() {
       keep_alive_ = weak_from_this().lock();
     }
     thread_.detach();
+    join_helpers();
     return;
   }
   // 1. Waits end and leave their places while the connections still work; then what is still
@@ -435,7 +490,9 @@ void ClientCore::shutdown() {
   // is a lease that step 1 left to its caller, and cut off unwritten it left the key to its TTL.
   auto settled = std::make_shared<std::promise<void>>();
   auto in_flight = settled->get_future();
-  asio::post(io_, [this, settled] { settle_in_flight([settled] { settled->set_value(); }); });
+  asio::post(io_, [this, settled, shutdown_deadline] {
+    settle_in_flight(shutdown_deadline, [settled] { settled->set_value(); });
+  });
   (void)in_flight.wait_until(shutdown_deadline);
   // 2. Fail everything still pending and let the loop run out of work, so no caller is left
   //    waiting on a handler that never runs. A loop that does not finish in time is stopped.
@@ -452,6 +509,7 @@ void ClientCore::shutdown() {
     loop_handbacks_.notify_all();
   }
   thread_.join();
+  join_helpers();
 }
 
 }  // namespace dlock::detail

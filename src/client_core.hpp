@@ -187,8 +187,14 @@ class ClientCore : public std::enable_shared_from_this<ClientCore>, public Conne
   bool loop_quiet() noexcept;  // a caller holding the loop: nothing but that caller waits on it now
   void close_all();
   // Runs `done` once every command connection has answered what was sent on it so far (one PING
-  // behind them, answered in order), or failed it. Loop thread only.
-  void settle_in_flight(std::function<void()> done);
+  // behind them, answered in order; again while replies sent more), or `deadline` passed. Loop
+  // thread only.
+  void settle_in_flight(std::chrono::steady_clock::time_point deadline, std::function<void()> done);
+  bool commands_queued();
+  // Runs `fn` on a thread of its own that this Client joins at its shutdown (post): false once
+  // it did. Any thread.
+  bool adopt_helper(std::function<void()> fn);
+  void join_helpers();
   void on_primary(Result<ServerAddress> primary);
   // Cluster: the script with PUBLISH turned into SPUBLISH (sharded pub/sub), made once per script.
   const Script& cluster_variant(const Script& s);
@@ -234,6 +240,14 @@ class ClientCore : public std::enable_shared_from_this<ClientCore>, public Conne
   // Shut down from its own loop thread, which was detached: held by that thread until it ends
   // (under shutdown_mu_).
   std::shared_ptr<ClientCore> keep_alive_;
+  // Threads that run an ended Client's work posted from this loop (adopt_helper).
+  struct Helper {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> finished;
+  };
+  std::mutex helpers_mu_;
+  std::vector<Helper> helpers_;
+  bool helpers_joined_ = false;
 
   std::unique_ptr<Node> primary_;             // standalone and Sentinel
   std::unique_ptr<Node> ack_node_;            // ReplicationAck's own connection, made on first use

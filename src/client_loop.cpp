@@ -274,10 +274,10 @@ void ClientCore::post(std::function<void()> fn) {
   // home Client): this one's handlers must not run inside it. On that stack they would pass for
   // its loop's, and a blocking call or that Client's destruction made from them would wait for
   // the very thread they hold. They get a thread of their own.
+  // That Client joins the thread at its own shutdown, so its callbacks do not outlive it.
   if (t_running_loop != nullptr && t_running_loop != this && self) {
     try {
-      std::thread([self] { self->run_after_loop(); }).detach();
-      return;
+      if (const_cast<ClientCore*>(t_running_loop)->adopt_helper([self] { self->run_after_loop(); })) return;
     } catch (const std::system_error&) {  // no thread to be had: run them here after all
     }
   }

@@ -111,8 +111,8 @@ struct ClientOptions {
   // before new ones fail with errc::overloaded.
   std::size_t max_queued_commands = 100000;
   BackoffPolicy reconnect;
-  // Destroying the Client ends its waits (each leaving its queue place) and releases the leases
-  // it still holds, waiting at most this long for both.
+  // Destroying the Client ends its waits (each leaving its queue place), releases the leases it
+  // still holds and lets commands already sent be answered, waiting at most this long for all.
   milliseconds shutdown_timeout{2000};
   // Password/user override (e.g. from an environment variable) so it need not appear in a URL.
   std::optional<std::string> user;

@@ -138,8 +138,8 @@ void on_release_reply(LeaseRecord& held, const Result<Reply>& reply, BootClock::
 }
 
 // A release once the Client shuts down. Its step 1 releases every lease still held
-// (ClientCore::shutdown); a release of our own could not be sent any more, and taking the lease
-// out of step 1's hands (begin_release) would leave its key to sit out its TTL. So this waits
+// (ClientCore::shutdown), and taking the lease out of its hands (begin_release) could leave the
+// key to sit out its TTL (step 1 over, the connections closing). So this waits
 // for step 1 and reports what became of the records it releases: this one, the hold of a take
 // (ReentrantMutex), or the parts of a hold in parts.
 // On an event-loop thread (a callback) it cannot wait: while step 1 is not over, the lease is
@@ -268,13 +268,10 @@ std::optional<Result<void>> claim_release(const std::shared_ptr<LeaseRecord>& re
     if (rec->core->is_shut_down()) return release_at_shutdown(rec, may_wait);
     return Result<void>{};  // another thread is releasing it
   }
-  if (rec->core->is_shut_down()) {
-    // The shutdown began after the check above, and its step 1 may not have reached this
-    // lease yet: handed back, it is released there (our own release could not be sent any
-    // more). If step 1 went past it meanwhile, release_at_shutdown says it expires at its TTL.
-    if (rec->undo_begin_release()) return release_at_shutdown(rec, may_wait);
-    return Error(errc::lock_lost, describe(*rec) + " was lost before it was released");
-  }
+  // Claimed, this release is ours even when the shutdown began since the check above: its step
+  // 1 skips a lease being released, and the Client still sends commands until it closes its
+  // connections, after those already sent are answered (ClientCore::send, settle_in_flight).
+  // Handing the lease back to step 1 instead left its key to its TTL when step 1 had gone past.
   // A take is counted through its hold; a hold in parts through its parts.
   if (!rec->hold && rec->parts.empty()) rec->core->active_leases_.fetch_sub(1);
   return std::nullopt;

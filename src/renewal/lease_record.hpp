@@ -244,12 +244,6 @@ class LeaseRecord final : public Notifier::Listener, public std::enable_shared_f
     State s = State::releasing;
     state_.compare_exchange_strong(s, State::released);
   }
-  // releasing -> held: a claim made by begin_release() handed back unused, for another party
-  // (the Client's shutdown) to release. False when the lease meanwhile became lost.
-  bool undo_begin_release() noexcept {
-    State s = State::releasing;
-    return state_.compare_exchange_strong(s, State::held);
-  }
   // held -> lost only: a loss that another record's command found (a ReentrantMutex hold's
   // renewal, for its takes) leaves a take under release to its release's own reply, which
   // tells whether the lock was still ours. True for exactly one caller, who must report it.

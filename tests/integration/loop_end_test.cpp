@@ -127,6 +127,27 @@ TEST(LoopEndTest, APostFromAnotherClientsLoopAfterTheEndRunsOffThatLoop) {
   EXPECT_TRUE(s.blocking_on_other_ok);
 }
 
+// That thread belongs to the Client whose handler posted: its destruction waits for it, so the
+// ended Client's callbacks do not run on after every Client is gone (and what they use freed).
+TEST(LoopEndTest, TheClientWhoseHandlerPostedJoinsThatThreadAtItsDestruction) {
+  dlock::test::RedisServer server;
+  auto ended = ended_core(server);
+  auto other = std::make_unique<dlock::Client>(server.url());
+  ASSERT_TRUE(other->ping().ok());
+  auto finished = std::make_shared<std::atomic<bool>>(false);
+  auto posted = std::make_shared<std::promise<void>>();
+  other->async_command({"PING"}, [ended, finished, posted](dlock::Result<dlock::Reply>) {
+    ended->post([finished] {
+      std::this_thread::sleep_for(300ms);
+      finished->store(true);
+    });
+    posted->set_value();
+  });
+  ASSERT_EQ(posted->get_future().wait_for(scaled(5000ms)), std::future_status::ready);
+  other.reset();
+  EXPECT_TRUE(finished->load()) << "the Client was gone before the work it handed over had run";
+}
+
 // A Client destroyed from one of its own callbacks: its loop thread is detached, and the core
 // must not be destroyed inside that callback (it was, when the Client held the last reference);
 // it goes once that thread has finished.

@@ -14,6 +14,7 @@
 #include <functional>
 #include <future>
 #include <memory>
+#include <string>
 #include <system_error>
 #include <thread>
 
@@ -96,10 +97,11 @@ TEST_F(ReleaseAtShutdownTest, AReleaseThatStepOneClaimedFirstReportsStepOnesOutc
 }
 
 // release() claims the lease just after the shutdown began, before step 1 (held back by a
-// wait's cleanup over the slow link) reached it. It used to keep the claim and report that the
-// key expires at its TTL, while step 1 skipped the lease. It now hands the lease back to
-// step 1, which releases it, and reports that.
-TEST_F(ReleaseAtShutdownTest, AReleaseThatClaimedAfterTheShutdownBeganLeavesTheLeaseToStepOne) {
+// wait's cleanup over the slow link) reached it. It once kept the claim and reported that the
+// key expires at its TTL, while step 1 skipped the lease. It then handed the lease back to
+// step 1, which was too late when step 1 had gone past it; it now sends its release itself
+// (the Client sends until it closes its connections) and reports that.
+TEST_F(ReleaseAtShutdownTest, AReleaseThatClaimedAfterTheShutdownBeganIsSentAndReported) {
   dlock::test::FaultProxy proxy("127.0.0.1", server->port());
   dlock::ClientOptions options;
   options.shutdown_timeout = 6000ms;
@@ -167,6 +169,32 @@ TEST_F(ReleaseAtShutdownTest, ACommandSentWhileStepOneRunsStillGoesOut) {
   EXPECT_TRUE(eventually([&] { return exists("sent-during-step-one") == 1; }, 3000ms))
       << "refused: " << answer->get_future().get().message();
   EXPECT_EQ(exists(m.key()), 0) << "step 1 did not release the lease";
+}
+
+// An async_release made just before the Client's destruction, whose EVALSHA meets NOSCRIPT (the
+// server's scripts were flushed): its EVAL is sent again behind the shutdown's first PING, and
+// the shutdown waits for that too before it closes the connections.
+TEST_F(ReleaseAtShutdownTest, AnAsyncReleaseRetriedAfterNoscriptAtShutdownStillGoesOut) {
+  for (int round = 0; round < 10; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    auto going = std::make_unique<dlock::Client>(server->url());
+    dlock::Mutex m(*going, "noscript-at-shutdown");
+    // A first pair loads the scripts on the connection: its next release is an EVALSHA.
+    auto first = m.acquire(no_wait());
+    ASSERT_TRUE(first.ok()) << first.error().what();
+    ASSERT_TRUE(first->release().ok());
+    auto lease = m.acquire(no_wait());
+    ASSERT_TRUE(lease.ok()) << lease.error().what();
+    raw->cmd({"SCRIPT", "FLUSH"});
+    auto answer = std::make_shared<std::promise<std::error_code>>();
+    lease->async_release([answer](dlock::Result<void> r) { answer->set_value(r.code()); });
+    going.reset();
+    auto code = answer->get_future();
+    ASSERT_EQ(code.wait_for(5s), std::future_status::ready) << "never answered";
+    EXPECT_FALSE(code.get()) << "the release was cut off";
+    EXPECT_EQ(exists(m.key()), 0) << "the key was left to its TTL";
+    raw->cmd({"DEL", m.key()});
+  }
 }
 
 }  // namespace
