@@ -120,20 +120,15 @@ void grant(const std::shared_ptr<const RedlockSpec>& spec, std::string owner, st
   const std::shared_ptr<ClientCore>& home = spec->nodes.cores.front();
   auto rec = std::make_shared<LeaseRecord>(home, spec->name, std::move(owner), FencingToken{token},
                                            redlock_hold(*spec, token, answers), spec->lease, sent);
-  if (home->is_shut_down()) {
-    answers->release();
-    t.error = Error(errc::shutdown, "client is shut down");
-    return report(std::move(t));
-  }
   // A node whose acquire is still in flight, answering after this hold was let go, is
   // released then, unless the hold's release is known to have run after its acquire there
   // (its acquire may have landed after the hold's release: redlock_answers.hpp).
   answers->kept(hold_now_of(rec));
   // The watchdog lives on the first node's loop thread: schedule there, then hand over.
   home->post([rec, answers, report]() mutable {
-    // The home Client shut down since the check above (this runs after its loop ended, or
-    // after its shutdown released the leases it held): a lease handed out now would be kept by
-    // nobody.
+    // The home Client is shut down (this runs after its loop ended, or after its shutdown
+    // released the leases it held): a lease handed out now would be kept by nobody. A post
+    // always runs (client_loop.cpp), so this one check covers a shutdown at any point before.
     if (rec->core->is_shut_down()) {
       answers->release();
       RedlockTry gone;
