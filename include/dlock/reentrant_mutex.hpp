@@ -35,10 +35,13 @@
 //                                     listen there and wake each other
 //   redisson_unlock_latch:{N}:<id>    release latch of one take (as newer Redisson versions)
 // The uuid is derived from the Client's id (one per Client, as Redisson has one per client
-// instance). In this mode names may contain braces (Redisson names are used as they are), and
-// there is NO fencing token: Lease::token() is 0, and a lock held by a Java client has none
-// either, so a resource cannot fence writes made under it. Not yet: on Redis Cluster 7+,
-// Redisson 3.22+ publishes with SPUBLISH; dlock's Cluster support will add that.
+// instance). In this mode names may contain braces (Redisson names are used as they are); a
+// name with a '{' is its own hash tag, so, as Redisson's prefixName does, the channel and the
+// latch take it without added braces: redisson_lock__channel:N and redisson_unlock_latch:N:<id>
+// (same Cluster slot as N). There is NO fencing token: Lease::token() is 0, and a lock held by a
+// Java client has none either, so a resource cannot fence writes made under it. On Redis
+// Cluster the last release publishes with SPUBLISH (Redisson 3.22+ on Redis 7) and with PUBLISH
+// (older Redisson versions subscribe classically), so waiters of either kind hear it.
 //
 // Renewal and Leases. Every acquisition returns its own Lease; a re-take costs one round trip
 // and returns the outer hold's fencing token. The Client keeps ONE renewal record per hold
@@ -109,8 +112,9 @@ class ReentrantMutex {
   // ReentrantMutex(client, name, options)
   //
   // Names are 1–512 bytes without control characters, and without '{' or '}' unless
-  // redisson_compat (the name is then the key itself). A bad name, owner or lease throws
-  // std::system_error(errc::invalid_argument). Never blocks; touches no server.
+  // redisson_compat (the name is then the key itself; on a Redis Cluster a name with braces must
+  // then have a non-empty {hash tag}, as Redisson's derived names need). A bad name, owner or
+  // lease throws std::system_error(errc::invalid_argument). Never blocks; touches no server.
   ReentrantMutex(Client& client, std::string name, Options options = {});
   ~ReentrantMutex();  // releases the takes still held through lock() (noexcept)
 

@@ -11,6 +11,7 @@
 #include "locks/reentrant_hold.hpp"
 #include "locks/script_attempt.hpp"  // refuse_late
 #include "util/names.hpp"
+#include "util/slot.hpp"
 
 namespace dlock {
 
@@ -54,6 +55,14 @@ Result<void> validate_redisson_name(std::string_view name) {
     if (c < 0x20 || c == 0x7f) return Error(errc::invalid_argument, "lock name contains a control character");
   }
   return {};
+}
+
+// Redisson's RedissonObject.prefixName: a name with a brace already carries its hash tag, so it
+// is appended after a colon; any other is wrapped in braces. Either way the derived name hashes
+// to the lock key's Cluster slot, and Java listens on (and deletes) exactly these names.
+std::string redisson_prefix_name(std::string_view prefix, const std::string& name) {
+  if (name.find('{') != std::string::npos) return std::string(prefix) + ":" + name;
+  return std::string(prefix) + ":{" + name + "}";
 }
 
 // Redisson names its client instance with a UUID; ours is the Client's 128 random bits, shaped
@@ -179,9 +188,19 @@ ReentrantMutex::ReentrantMutex(Client& client, std::string name, Options options
   layout->name = name_;
   if (redisson) {
     layout->key = name_;
-    layout->channel = "redisson_lock__channel:{" + name_ + "}";
+    layout->channel = redisson_prefix_name("redisson_lock__channel", name_);
     layout->message = "0";
-    layout->latch_prefix = "redisson_unlock_latch:{" + name_ + "}:";
+    layout->latch_prefix = redisson_prefix_name("redisson_unlock_latch", name_) + ":";
+    // On a Cluster the release names the lock, a latch and (SPUBLISH) the channel: one slot.
+    // Redisson's names share it for a name without braces and for one with a non-empty {tag};
+    // for any other ("a{}b", "a{b", "a}b") they hash elsewhere (in Java too), and every release
+    // would fail with CROSSSLOT while the watchdog kept the lock.
+    if (core_->cluster_mode() && (detail::hash_tag(layout->channel) != detail::hash_tag(name_) ||
+                                  detail::hash_tag(layout->latch_prefix) != detail::hash_tag(name_))) {
+      throw_error(make_error_code(errc::invalid_argument),
+                  "lock name '" + name_ + "': in Redisson mode on a Redis Cluster a name with braces needs a " +
+                      "non-empty {hash tag} (its channel and release latch would hash to other slots)");
+    }
     owner_base_ = uuid_from(core_->client_id()) + ":";
   } else {
     layout->key = core_->lock_key(name_);

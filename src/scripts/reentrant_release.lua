@@ -1,10 +1,11 @@
 -- Release one take of a ReentrantMutex (decrement), or the owner's whole hold.
 -- KEYS[1]  the lock key            P{N} or N
 -- KEYS[2]  this take's release latch: P{N}:rel:<take id> (Redisson mode:
---          redisson_unlock_latch:{N}:<take id>). Absent: drop the owner's whole hold at once,
+--          redisson_unlock_latch:{N}:<take id>, or redisson_unlock_latch:N:<take id> when N has
+--          a '{'). Absent: drop the owner's whole hold at once,
 --          whatever its count (the Client is shutting down).
 -- ARGV[1]  owner identity (the hash field)
--- ARGV[2]  the lock's channel      P{N}:ch, or redisson_lock__channel:{N}
+-- ARGV[2]  the lock's channel      P{N}:ch, or redisson_lock__channel:{N} (:N when N has a '{')
 -- ARGV[3]  the release message     'released', or Redisson's unlock message '0'
 -- ARGV[4]  the hold's fencing token; '' in Redisson mode (no token to compare)
 -- ARGV[5]  how long the latch lives, in milliseconds (with KEYS[2])

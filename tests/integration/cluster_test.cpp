@@ -176,6 +176,60 @@ TEST_F(ClusterTest, ReleaseWakesTheWaiterThroughShardedPubSub) {
   EXPECT_LT(ms_since(t0), 10s);
 }
 
+// Redisson mode takes names as they are; one with a brace is its own hash tag, and the channel
+// and the per-take release latch must name the same slot (Redisson's prefixName), or every
+// release fails with CROSSSLOT and the watchdog keeps the lock for as long as the Lease lives.
+TEST_F(ClusterTest, RedissonNamesWithBracesReleaseAndWakeWaiters) {
+  ReentrantMutex::Options redisson;
+  redisson.redisson_compat = true;
+  for (const std::string name : {"app{shard-1}:lock", "orders", "{x}"}) {
+    SCOPED_TRACE(name);
+    Client other(cluster_->url_with_seed(1));
+    ReentrantMutex holder_lock(*client, name, redisson);
+    ReentrantMutex waiter_lock(other, name, redisson);
+    auto held = holder_lock.acquire(no_wait());
+    ASSERT_TRUE(held.ok()) << held.error().what();
+    const std::string channel = name.find('{') != std::string::npos ? "redisson_lock__channel:" + name
+                                                                     : "redisson_lock__channel:{" + name + "}";
+    ASSERT_EQ(detail::key_slot(channel), detail::key_slot(name));
+    std::atomic<bool> got{false};
+    std::thread waiter([&] {
+      WaitOptions w;
+      w.timeout = 5s;  // far below the 30 s TTL: only the release can wake it in time
+      auto l = waiter_lock.acquire(w);
+      got = l.ok();
+      if (l.ok()) {
+        EXPECT_TRUE(l->release().ok()) << "the waiter's release";
+      }
+    });
+    EXPECT_TRUE(eventually(
+        [&] {
+          auto c = on_owner(name);
+          auto n = c.cmd_array({"PUBSUB", "SHARDNUMSUB", channel});
+          return n.size() == 2 && n[1] == "1";
+        },
+        5s))
+        << "the waiter listens on Redisson's channel, on the shard of the lock";
+    const auto t0 = SteadyClock::now();
+    auto released = held->release();
+    EXPECT_TRUE(released.ok()) << released.error().what();
+    waiter.join();
+    EXPECT_TRUE(got) << "woken by the release within 5 s, not by the 30 s TTL";
+    EXPECT_LT(ms_since(t0), 10s);
+    EXPECT_EQ(on_owner(name).cmd_int({"EXISTS", name}), 0);
+  }
+  // A name whose channel and latch would hash to other slots is refused up front.
+  for (const std::string name : {"a{}b", "a{b", "a}b"}) {
+    try {
+      ReentrantMutex bad(*client, name, redisson);
+      ADD_FAILURE() << name << " was accepted";
+    } catch (const std::system_error& e) {
+      EXPECT_EQ(e.code(), make_error_code(errc::invalid_argument)) << name;
+      EXPECT_NE(std::string(e.what()).find("hash tag"), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST_F(ClusterTest, ScriptsSurviveAFlushedScriptCache) {
   Mutex m(*client, "flushed");
   ASSERT_TRUE(m.acquire(no_wait())->release().ok());

@@ -91,6 +91,8 @@ TEST_F(RedissonCompatTest, LayoutIsRedissons) {
 }
 
 // Redisson lock names are used as they are, braces included; the Lease has no token.
+// A name with a brace is its own hash tag: Redisson's channel and latch append it after a colon
+// (RedissonObject.prefixName), so that is where the release publishes.
 TEST_F(RedissonCompatTest, NamesMayContainBracesAndLeasesHaveNoToken) {
   ReentrantMutex m(*client, "app{shard-1}:lock", redisson());
   auto lease = m.acquire(no_wait());
@@ -98,8 +100,14 @@ TEST_F(RedissonCompatTest, NamesMayContainBracesAndLeasesHaveNoToken) {
   EXPECT_FALSE(lease->token());
   EXPECT_EQ(hget("app{shard-1}:lock", lease->owner()), "1");
   EXPECT_FALSE(java->try_acquire("app{shard-1}:lock", 1) == std::nullopt);
+  RawConnection sub(*server);
+  sub.cmd_array({"SUBSCRIBE", "redisson_lock__channel:app{shard-1}:lock"});
   ASSERT_TRUE(lease->release().ok());
   EXPECT_EQ(exists("app{shard-1}:lock"), 0);
+  const auto message = sub.cmd_array({"PING"});  // not sent in subscribed mode: reads the next push
+  ASSERT_EQ(message.size(), 3u);
+  EXPECT_EQ(message[1], "redisson_lock__channel:app{shard-1}:lock");
+  EXPECT_EQ(message[2], "0");
 
   ASSERT_EQ(raw->cmd({"SET", "plain", "x"}), "OK");
   ReentrantMutex typed(*client, "plain", redisson());

@@ -47,7 +47,11 @@ class RedissonEmulator {
   const std::string& uuid() const { return uuid_; }
   // The hash field of one of this client's threads: "<uuid>:<thread id>".
   std::string field(long thread_id) const { return uuid_ + ":" + std::to_string(thread_id); }
-  static std::string channel(const std::string& name) { return "redisson_lock__channel:{" + name + "}"; }
+  // RedissonObject.prefixName: a name with a brace is not wrapped in another pair.
+  static std::string channel(const std::string& name) {
+    return name.find('{') != std::string::npos ? "redisson_lock__channel:" + name
+                                                : "redisson_lock__channel:{" + name + "}";
+  }
 
   // The acquire script once (RLock.tryLock() without waiting): nullopt when acquired (or taken
   // again), else the key's PTTL.
