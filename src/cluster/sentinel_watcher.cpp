@@ -28,6 +28,8 @@ SentinelWatcher::SentinelWatcher(asio::io_context& io, std::vector<ServerAddress
       template_(std::move(primary_template)),
       options_(options),
       on_primary_(std::move(on_primary)),
+      watch_backoff_(options.reconnect),
+      watch_timer_(io),
       timer_(io) {
   options_.user.reset();
   options_.password.reset();
@@ -135,14 +137,29 @@ void SentinelWatcher::watch(std::size_t index) {
 void SentinelWatcher::on_connection_state(Connection& c, Connection::State s) {
   if (&c != watch_conn_.get() || closed_) return;
   if (s == Connection::State::ready) {
+    watch_failures_ = 0;
+    watch_backoff_.reset();
     c.send(Command{format_command({"SUBSCRIBE", "+switch-master"}), [](Result<Reply>) {}});
     // A switch may have happened while we were not listening.
     rediscover();
-  } else if (s == Connection::State::down && sentinels_.size() > 1) {
-    // Listen on the next sentinel instead (posted: not from inside the connection's own failure).
-    asio::post(io_, [this, alive = std::weak_ptr<bool>(alive_)] {
-      if (!alive.expired() && !closed_ && watch_conn_->state() == Connection::State::down) watch(watching_ + 1);
-    });
+  } else if (s == Connection::State::down && sentinels_.size() > 1 && !hop_scheduled_) {
+    // Listen on the next sentinel instead: at once while this round of sentinels is not done,
+    // after a backoff once every one of them failed (meanwhile the connection retries the
+    // current one on its own backoff; its failures do not hop again). Not from inside the
+    // connection's own failure: posted or on a timer.
+    hop_scheduled_ = true;
+    auto hop = [this, alive = std::weak_ptr<bool>(alive_)](std::error_code ec = {}) {
+      if (ec || alive.expired() || closed_) return;
+      hop_scheduled_ = false;
+      if (watch_conn_->state() == Connection::State::down) watch(watching_ + 1);
+    };
+    if (++watch_failures_ < sentinels_.size()) {
+      asio::post(io_, [hop] { hop(); });
+    } else {
+      watch_failures_ = 0;
+      watch_timer_.expires_after(watch_backoff_.next());
+      watch_timer_.async_wait(hop);
+    }
   }
 }
 
@@ -158,6 +175,7 @@ void SentinelWatcher::on_push(Connection&, Reply&& message) {
 void SentinelWatcher::close(const Error& why) {
   closed_ = true;
   timer_.cancel();
+  watch_timer_.cancel();
   for (auto& c : conns_) c->close(why);
   if (watch_conn_) watch_conn_->close(why);
 }

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "io/connection.hpp"
+#include "util/backoff.hpp"
 
 namespace dlock::detail {
 
@@ -51,6 +52,13 @@ class SentinelWatcher final : public Connection::Observer {
   std::vector<std::shared_ptr<Connection>> conns_;  // one command connection per sentinel
   std::shared_ptr<Connection> watch_conn_;
   std::size_t watching_ = 0;
+  // Hops of the watch since it was last ready: after a whole round of sentinels has failed,
+  // the next hop waits for watch_backoff_ (hopping retargets the connection, which reconnects
+  // at once: with every sentinel down the hops would go round in a tight loop).
+  std::size_t watch_failures_ = 0;
+  Backoff watch_backoff_;
+  BootTimer watch_timer_;
+  bool hop_scheduled_ = false;
   std::optional<ServerAddress> current_;
   bool asking_ = false;
   bool ask_again_ = false;

@@ -2,6 +2,11 @@
 // discovery, failover during a workload, and clear errors for a wrong setup.
 #include <gtest/gtest.h>
 
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <future>
 #include <thread>
@@ -47,6 +52,69 @@ TEST(SentinelTest, NoSentinelReachableFailsFast) {
   EXPECT_EQ(r.code(), errc::connection) << r.error().what();
   EXPECT_NE(r.error().what().find("sentinel"), std::string::npos) << r.error().what();
   EXPECT_LT(ms_since(t0), 10s);
+}
+
+// A loopback listener that accepts every connection and closes it at once (a sentinel at its
+// maxclients, or refusing us), counting them.
+class ClosingListener {
+ public:
+  ClosingListener() {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    if (fd_ < 0 || ::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(fd_, 64) != 0 ||
+        ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+      throw std::runtime_error("cannot listen on loopback");
+    }
+    port_ = ntohs(a.sin_port);
+    thread_ = std::thread([this] {
+      while (!stop_) {
+        pollfd p{fd_, POLLIN, 0};
+        if (::poll(&p, 1, 20) <= 0) continue;
+        const int c = ::accept(fd_, nullptr, nullptr);
+        if (c >= 0) {
+          ++accepted_;
+          ::close(c);
+        }
+      }
+    });
+  }
+  ~ClosingListener() {
+    stop_ = true;
+    thread_.join();
+    ::close(fd_);
+  }
+  int port() const { return port_; }
+  long accepted() const { return accepted_; }
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::atomic<long> accepted_{0};
+  std::thread thread_;
+};
+
+// With every sentinel refusing, the Client keeps looking for one on a backoff: its watch of
+// "+switch-master" used to hop from sentinel to sentinel with no pause at all (thousands of
+// connections a second, a core spinning on the Client's loop).
+TEST(SentinelTest, EverySentinelDownIsRetriedOnABackoffNotInATightLoop) {
+  ClosingListener s1, s2;
+  {
+    Client client("redis-sentinel://127.0.0.1:" + std::to_string(s1.port()) + ",127.0.0.1:" +
+                  std::to_string(s2.port()) + "/m");
+    auto r = client.command({"PING"});
+    EXPECT_EQ(r.code(), errc::connection);
+    std::this_thread::sleep_for(3s);
+  }
+  const long total = s1.accepted() + s2.accepted();
+  EXPECT_GT(total, 2) << "both sentinels were tried";
+  // Reconnects on the default backoff (50 ms doubling to 2 s, for the watch and for each
+  // sentinel's command connection) come to a few dozen in 3 s.
+  EXPECT_LT(total, 150) << "connections to the sentinels in about 3 s";
+  std::printf("connections to the sentinels in about 3 s: %ld\n", total);
 }
 
 // A waiter (subscribed to the release channel on the primary, not on a sentinel) is woken by
