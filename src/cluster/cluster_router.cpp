@@ -124,9 +124,12 @@ void ClusterRouter::dispatch_acked(const std::shared_ptr<Routed>& r) {
       return;
     }
     const std::string& text = res->str();
-    auto redirect = parse_redirect(text);
+    auto redirect = parse_redirect(text, n->address.host);
     if (redirect && !redirect->ask && ++r->redirects <= max_redirects) {
+      // Go where the redirect says: the command's own slot may be a guess (its key is not
+      // always the first argument: OBJECT ENCODING k, XREAD ... STREAMS k).
       moved(redirect->slot, redirect->to);
+      r->slot = redirect->slot;
       return dispatch_acked(r);
     }
     if (redirect || text.starts_with("TRYAGAIN") || text.starts_with("CLUSTERDOWN")) {
@@ -169,13 +172,13 @@ void ClusterRouter::dispatch(const std::shared_ptr<Routed>& r) {
       return retry_later(r, std::move(none));
     }
   }
-  c.send(Command{r->payload, [this, alive = std::weak_ptr<bool>(alive_), r](Result<Reply> res) {
+  c.send(Command{r->payload, [this, alive = std::weak_ptr<bool>(alive_), r, from = n->address.host](Result<Reply> res) {
                    if (alive.expired()) return r->done(std::move(res));
-                   handle(r, std::move(res));
+                   handle(r, std::move(res), from);
                  }, {}, r->script});
 }
 
-void ClusterRouter::handle(const std::shared_ptr<Routed>& r, Result<Reply>&& res) {
+void ClusterRouter::handle(const std::shared_ptr<Routed>& r, Result<Reply>&& res, const std::string& from_host) {
   if (closed_) return r->done(std::move(res));
   if (!res.ok()) {
     if (res.code() == errc::connection || res.code() == errc::timeout) refresh_soon();
@@ -183,20 +186,23 @@ void ClusterRouter::handle(const std::shared_ptr<Routed>& r, Result<Reply>&& res
   }
   if (!res->is_error()) return r->done(std::move(res));
   const std::string& text = res->str();
-  if (auto redirect = parse_redirect(text)) {
+  if (auto redirect = parse_redirect(text, from_host)) {
     if (++r->redirects > max_redirects) {
       return r->done(Error(errc::server, "too many cluster redirections; last: " + text));
     }
     if (!redirect->ask) {
+      // Go where the redirect says: the command's own slot may be a guess (its key is not
+      // always the first argument: OBJECT ENCODING k, XREAD ... STREAMS k).
       moved(redirect->slot, redirect->to);
+      r->slot = redirect->slot;
       return dispatch(r);
     }
     // ASK: this one command, on the importing node, preceded by ASKING on the same connection.
     Connection& to = node(redirect->to).pick(r->slot);
     to.send(Command{format_command({"ASKING"}), [](Result<Reply>) {}});
-    return to.send(Command{r->payload, [this, alive = std::weak_ptr<bool>(alive_), r](Result<Reply> again) {
+    return to.send(Command{r->payload, [this, alive = std::weak_ptr<bool>(alive_), r, from = redirect->to.host](Result<Reply> again) {
                              if (alive.expired()) return r->done(std::move(again));
-                             handle(r, std::move(again));
+                             handle(r, std::move(again), from);
                            }, {}, r->script});
   }
   if (text.starts_with("TRYAGAIN") || text.starts_with("CLUSTERDOWN")) {

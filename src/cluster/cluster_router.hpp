@@ -67,7 +67,8 @@ class ClusterRouter {
  private:
   struct Routed;
   void dispatch(const std::shared_ptr<Routed>& r);
-  void handle(const std::shared_ptr<Routed>& r, Result<Reply>&& res);
+  // `from_host`: the host the answering node was reached at (for a redirect naming no host).
+  void handle(const std::shared_ptr<Routed>& r, Result<Reply>&& res, const std::string& from_host);
   // Re-sends `r` after a short, growing delay (through dispatch_acked() when `acked`), or
   // delivers `last` when the delay would pass its deadline.
   void retry_later(const std::shared_ptr<Routed>& r, Result<Reply>&& last, bool acked = false);

@@ -47,7 +47,7 @@ Result<SlotMap> SlotMap::parse(const Reply& reply, std::string_view queried_host
   return map;
 }
 
-std::optional<Redirect> parse_redirect(std::string_view text) {
+std::optional<Redirect> parse_redirect(std::string_view text, std::string_view from_host) {
   Redirect r;
   if (text.starts_with("MOVED ")) {
     text.remove_prefix(6);
@@ -69,6 +69,7 @@ std::optional<Redirect> parse_redirect(std::string_view text) {
   auto port = parse_port(hostport.substr(colon + 1));
   if (!port) return std::nullopt;
   r.to.host = std::string(hostport.substr(0, colon));
+  if (r.to.host.empty() || r.to.host == "?") r.to.host = std::string(from_host);
   r.to.port = *port;
   return r;
 }

@@ -40,12 +40,14 @@ class SlotMap {
 };
 
 // "MOVED 3999 127.0.0.1:6381" / "ASK 3999 127.0.0.1:6381" (the error reply's text, prefix
-// included): the slot and the node to go to.
+// included): the slot and the node to go to. A node whose cluster-preferred-endpoint-type has no
+// value for the target answers "MOVED 3999 :6381" (or "?:6381"); Redis documents that the target
+// is then on the host the redirecting node was reached at: `from_host`.
 struct Redirect {
   bool ask = false;
   std::uint16_t slot = 0;
   NodeEndpoint to;
 };
-std::optional<Redirect> parse_redirect(std::string_view error_text);
+std::optional<Redirect> parse_redirect(std::string_view error_text, std::string_view from_host);
 
 }  // namespace dlock::detail

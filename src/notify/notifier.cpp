@@ -70,7 +70,7 @@ void Notifier::send_subscribe(const std::string& name, Channel& ch, bool resubsc
         Channel& c = it->second;
         c.in_flight = false;
         if (r.ok() && r->is_error()) {
-          if (auto moved = parse_redirect(r->str()); moved && redirects < 5) {
+          if (auto moved = parse_redirect(r->str(), target.host); moved && redirects < 5) {
             // The slot lives elsewhere: follow the redirection and have the map refreshed.
             if (suspect_) suspect_();
             ServerAddress there = target;

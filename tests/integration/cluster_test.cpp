@@ -262,6 +262,21 @@ TEST_F(ClusterTest, CrossSlotCommandsGetAClearError) {
   EXPECT_NE(r.error().what().find("CROSSSLOT"), std::string::npos) << r.error().what();
 }
 
+// A command whose key is not its first argument is routed by a guess; a MOVED then sends it
+// where the redirect says (it went back to the guessed node until "too many redirections").
+TEST_F(ClusterTest, CommandsWhoseKeyIsNotFirstFollowMoved) {
+  std::set<std::size_t> owners;
+  for (int i = 0; i < 40; ++i) {
+    const std::string k = "enc-" + std::to_string(i);
+    owners.insert(cluster_->owner_of_key(k));
+    ASSERT_EQ(on_owner(k).cmd({"SET", k, "12345"}), "OK");
+    auto r = client->command({"OBJECT", "ENCODING", k});
+    ASSERT_TRUE(r.ok()) << k << ": " << r.error().what();
+    EXPECT_EQ(r->str(), "int") << k;
+  }
+  EXPECT_EQ(owners.size(), 3u) << "keys on every primary";
+}
+
 // Slot migration: the lock's keys move to another primary while the lock is held. The renewals
 // follow (ASK while migrating, MOVED after), the lease is not lost, unlock works on the new owner.
 TEST_F(ClusterTest, HeldLockSurvivesASlotMigration) {

@@ -48,19 +48,25 @@ TEST(SlotMapTest, MalformedRepliesAreProtocolErrors) {
 }
 
 TEST(SlotMapTest, ParsesRedirects) {
-  auto moved = parse_redirect("MOVED 3999 127.0.0.1:6381");
+  auto moved = parse_redirect("MOVED 3999 127.0.0.1:6381", "from");
   ASSERT_TRUE(moved);
   EXPECT_FALSE(moved->ask);
   EXPECT_EQ(moved->slot, 3999);
   EXPECT_EQ(moved->to.key(), "127.0.0.1:6381");
-  auto ask = parse_redirect("ASK 1 ::1:7000");
+  auto ask = parse_redirect("ASK 1 ::1:7000", "from");
   ASSERT_TRUE(ask);
   EXPECT_TRUE(ask->ask);
   EXPECT_EQ(ask->to.host, "::1");
-  EXPECT_FALSE(parse_redirect("MOVED"));
-  EXPECT_FALSE(parse_redirect("MOVED 16384 h:1"));
-  EXPECT_FALSE(parse_redirect("MOVED 1 h"));
-  EXPECT_FALSE(parse_redirect("ERR x"));
+  EXPECT_FALSE(parse_redirect("MOVED", "from"));
+  EXPECT_FALSE(parse_redirect("MOVED 16384 h:1", "from"));
+  EXPECT_FALSE(parse_redirect("MOVED 1 h", "from"));
+  EXPECT_FALSE(parse_redirect("ERR x", "from"));
+  // An unknown endpoint: the target is on the redirecting node's host.
+  for (const char* text : {"MOVED 12182 :17003", "MOVED 12182 ?:17003", "ASK 12182 :17003"}) {
+    auto r = parse_redirect(text, "10.0.0.7");
+    ASSERT_TRUE(r) << text;
+    EXPECT_EQ(r->to.key(), "10.0.0.7:17003") << text;
+  }
 }
 
 }  // namespace
