@@ -203,19 +203,36 @@ void Connection::enqueue_write(Command&& cmd) {
   } else {
     wbuf_ += cmd.payload;
   }
-  // A command without a handler expects no reply of its own (a subscriber's (S)UNSUBSCRIBE,
-  // whose confirmations arrive as pushes).
-  if (!cmd.done) return schedule_flush();
+  // A command without a handler expects no reply of its own: a subscriber's (S)UNSUBSCRIBE,
+  // whose confirmations arrive as pushes (is_push). But the server may answer it with an error
+  // instead (a sharded channel whose slot moved away: MOVED or CLUSTERDOWN; NOSUB on Valkey 8),
+  // which must not be taken for the reply of the next command. A PING follows it: until the
+  // PING's answer, an error reply is the unsubscribe's (valkey-io/valkey#1066).
+  if (!cmd.done) {
+    if (!subscriber_) return schedule_flush();
+    cmd = Command{format_command({"PING"}), [](Result<Reply>) {}};
+    wbuf_ += cmd.payload;
+    const auto limit = options_.command_timeout;
+    inflight_.push_back(Pending{std::move(cmd.done), BootClock::now() + limit, limit, nullptr, {}, true});
+    if (!timeout_armed_) arm_timeout();
+    return schedule_flush();
+  }
   // Deadlines need not rise along the queue (a WAIT's may be later than that of a command
   // written after it): only the oldest command is timed, so one queued behind a WAIT is judged
-  // at the WAIT's deadline at the earliest, command_timeout after the WAIT's answer was due.
+  // at the WAIT's deadline at the earliest; once the WAIT is answered, by its own (on_reply).
   const auto limit = cmd.timeout.count() > 0 ? cmd.timeout : options_.command_timeout;
   Pending& p = inflight_.emplace_back(Pending{std::move(cmd.done), BootClock::now() + limit, limit, nullptr, {}});
   if (cmd.script) {
     p.script = cmd.script;
     p.payload = std::move(cmd.payload);  // a move, not a copy: the retry costs nothing until needed
   }
-  if (!timeout_armed_) arm_timeout();
+  if (!timeout_armed_) {
+    arm_timeout();
+  } else if (inflight_.size() == 1 && p.deadline < timeout_at_) {
+    // Still armed for an answered command's later deadline (a WAIT's): time this one by its own.
+    timeout_timer_.cancel();
+    arm_timeout();
+  }
   schedule_flush();
 }
 
@@ -304,8 +321,16 @@ void Connection::on_reply(Reply&& reply) {
   if (inflight_.empty()) {
     return fail(Error(errc::protocol, "unexpected reply from " + name_ + ": " + reply.to_string()), true);
   }
+  // An unsubscribe refused (see enqueue_write): nobody waits for its answer.
+  if (inflight_.front().absorbs_errors && reply.is_error()) return;
   Pending p = std::move(inflight_.front());
   inflight_.pop_front();
+  // The timer waits for the answered command's deadline; the next one's may be earlier (a WAIT
+  // allows more than command_timeout): time the new oldest by its own.
+  if (timeout_armed_ && !inflight_.empty() && inflight_.front().deadline < timeout_at_) {
+    timeout_timer_.cancel();
+    arm_timeout();
+  }
   if (reply.is_error()) {
     // The server's script cache was flushed under this connection (SCRIPT FLUSH): every script's
     // next use is an EVAL again (Command::script), so only the commands already in flight meet
@@ -343,7 +368,8 @@ void Connection::arm_timeout() {
     return;
   }
   timeout_armed_ = true;
-  timeout_timer_.expires_at(inflight_.front().deadline);
+  timeout_at_ = inflight_.front().deadline;
+  timeout_timer_.expires_at(timeout_at_);
   timeout_timer_.async_wait([this, self = shared_from_this(), gen = generation_](std::error_code ec) {
     if (ec || gen != generation_) return;
     timeout_armed_ = false;

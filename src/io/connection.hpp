@@ -87,6 +87,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
     // and for the retry itself.
     const Script* script = nullptr;
     std::string payload;
+    // The PING written after a subscriber's handler-less (S)UNSUBSCRIBE (enqueue_write): error
+    // replies that arrive while it is the oldest belong to the unsubscribe and end there.
+    bool absorbs_errors = false;
   };
 
   void connect();
@@ -117,6 +120,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   BootTimer timeout_timer_;
   BootTimer reconnect_timer_;
   bool timeout_armed_ = false;
+  BootClock::time_point timeout_at_{};  // what the armed timer waits for
   bool tls_handshaking_ = false;  // TCP is up, the TLS handshake is not done (for messages)
   Backoff backoff_;
 

@@ -1,7 +1,8 @@
-// Unit tests for dlock::detail::Connection (src/io/connection.hpp) against a peer that says why
-// it drops a connection and then resets it: its reason must reach the caller, not the write
-// error that the reset leaves behind. A real socket on loopback; the test drives the event loop
-// itself, so the order of events is fixed, not timed.
+// Unit tests for dlock::detail::Connection (src/io/connection.hpp) against a peer the test plays
+// by hand on a real loopback socket: a peer that says why it drops a connection and then resets
+// it (its reason must reach the caller, not the write error that the reset leaves behind); a
+// subscriber's unsubscribe answered with an error; the timeout after a long WAIT. The test
+// drives the event loop itself, so the order of events is fixed, not timed.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -14,6 +15,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "dlock/options.hpp"
 #include "dlock/url.hpp"
@@ -67,9 +70,11 @@ void say_then_reset(int fd, const std::string& bytes) {
 
 struct StateLog : Connection::Observer {
   std::optional<std::string> down_because;  // last_error() when the connection first went down
+  std::vector<std::string> pushes;
   void on_connection_state(Connection& c, Connection::State s) override {
     if (s == Connection::State::down && !down_because) down_because = c.last_error().what();
   }
+  void on_push(Connection&, Reply&& r) override { pushes.push_back(r.to_string()); }
 };
 
 // Runs the loop until `done` holds, for at most 5 s of loop time.
@@ -85,11 +90,13 @@ bool run_until(asio::io_context& io, const std::function<bool()>& done) {
 // A Connection, ready on a socket whose server side the test holds (`peer`), with the loop idle.
 class ConnectionResetTest : public testing::Test {
  protected:
+  virtual bool subscriber() const { return false; }
   void SetUp() override {
     options_.client_name.clear();  // no handshake commands: ready as soon as TCP is up
+    options_.command_timeout = 300ms;
     auto address = dlock::parse_url("redis://127.0.0.1:" + std::to_string(server_.port()));
     ASSERT_TRUE(address.ok()) << address.error().what();
-    conn_ = std::make_shared<Connection>(io_, *address, options_, &log_, false);
+    conn_ = std::make_shared<Connection>(io_, *address, options_, &log_, subscriber());
     conn_->start();
     ASSERT_TRUE(run_until(io_, [&] { return conn_->state() == Connection::State::ready; }));
     peer_ = server_.accept();
@@ -144,6 +151,91 @@ TEST_F(ConnectionResetTest, AResetWithNoReasonEndsTheConnectionOnTheWriteError) 
   ASSERT_FALSE(got.ok());
   EXPECT_EQ(got.code(), dlock::errc::connection);
   EXPECT_NE(got.error().what().find("reset"), std::string::npos) << got.error().what();
+}
+
+// A command written after a WAIT is timed by its own deadline once the WAIT is answered, not by
+// the WAIT's longer one (the timer stayed armed for the WAIT's).
+TEST_F(ConnectionResetTest, ACommandAfterAnAnsweredWaitIsTimedByItsOwnDeadline) {
+  std::optional<Result<Reply>> wait_reply, get_reply;
+  conn_->send(Command{dlock::detail::format_command({"WAIT", "1", "4000"}),
+                      [&](Result<Reply> r) { wait_reply = std::move(r); }, 4000ms});
+  io_.restart();
+  io_.poll();  // written
+  ASSERT_EQ(::send(peer_, ":0\r\n", 4, 0), 4);
+  ASSERT_TRUE(run_until(io_, [&] { return wait_reply.has_value(); }));
+  ASSERT_TRUE(wait_reply->ok());
+  const auto t0 = std::chrono::steady_clock::now();
+  conn_->send(Command{dlock::detail::format_command({"GET", "k"}), [&](Result<Reply> r) { get_reply = std::move(r); }});
+  ASSERT_TRUE(run_until(io_, [&] { return get_reply.has_value(); }));  // the peer never answers it
+  const auto took = std::chrono::steady_clock::now() - t0;
+  ASSERT_FALSE(get_reply->ok());
+  EXPECT_EQ(get_reply->code(), dlock::errc::timeout) << get_reply->error().what();
+  // command_timeout is 300 ms; the WAIT allowed 4,000.
+  EXPECT_LT(took, 2500ms) << std::chrono::duration_cast<std::chrono::milliseconds>(took).count() << " ms";
+}
+
+// Reads what the client wrote to the peer so far (the loop has flushed it).
+std::string drain(int fd) {
+  std::string got;
+  char buf[4096];
+  for (;;) {
+    const ssize_t n = ::recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+    if (n <= 0) break;
+    got.append(buf, static_cast<std::size_t>(n));
+  }
+  return got;
+}
+
+class SubscriberRepliesTest : public ConnectionResetTest {
+ protected:
+  bool subscriber() const override { return true; }
+  // SSUBSCRIBE b, SUNSUBSCRIBE a (no handler, as Notifier sends it), SSUBSCRIBE c; the peer
+  // answers with `answers`. Returns the two subscribes' replies.
+  std::pair<std::string, std::string> run(const std::string& answers) {
+    std::optional<Result<Reply>> b, c;
+    conn_->send(Command{dlock::detail::format_command({"SSUBSCRIBE", "b"}), [&](Result<Reply> r) { b = std::move(r); }});
+    conn_->send(Command{dlock::detail::format_command({"SUNSUBSCRIBE", "a"}), nullptr});
+    conn_->send(Command{dlock::detail::format_command({"SSUBSCRIBE", "c"}), [&](Result<Reply> r) { c = std::move(r); }});
+    io_.restart();
+    io_.poll();
+    const std::string written = drain(peer_);
+    // A PING follows the unsubscribe, before the next command.
+    EXPECT_EQ(written, dlock::detail::format_command({"SSUBSCRIBE", "b"}) +
+                           dlock::detail::format_command({"SUNSUBSCRIBE", "a"}) +
+                           dlock::detail::format_command({"PING"}) + dlock::detail::format_command({"SSUBSCRIBE", "c"}));
+    EXPECT_EQ(::send(peer_, answers.data(), answers.size(), 0), static_cast<ssize_t>(answers.size()));
+    EXPECT_TRUE(run_until(io_, [&] { return b.has_value() && c.has_value(); }));
+    auto text = [](const std::optional<Result<Reply>>& r) -> std::string {
+      if (!r) return "(no answer)";
+      return r->ok() ? (*r)->to_string() : "error: " + r->error().what();
+    };
+    return {text(b), text(c)};
+  }
+};
+
+// The server refuses the unsubscribe (its slot moved away: MOVED, or CLUSTERDOWN): that error is
+// the unsubscribe's, not the next subscribe's, and the connection stays up.
+TEST_F(SubscriberRepliesTest, AnUnsubscribeRefusedWithAnErrorIsNotTakenForTheNextReply) {
+  const auto [b, c] = run("*3\r\n$10\r\nssubscribe\r\n$1\r\nb\r\n:1\r\n"
+                          "-MOVED 15495 127.0.0.1:7392\r\n"
+                          "*2\r\n$4\r\npong\r\n$0\r\n\r\n"
+                          "*3\r\n$10\r\nssubscribe\r\n$1\r\nc\r\n:2\r\n");
+  EXPECT_EQ(b, Reply::make_array({Reply::make_string("ssubscribe"), Reply::make_string("b"), Reply::make_integer(1)}).to_string());
+  EXPECT_EQ(c, Reply::make_array({Reply::make_string("ssubscribe"), Reply::make_string("c"), Reply::make_integer(2)}).to_string());
+  EXPECT_EQ(conn_->state(), Connection::State::ready) << conn_->last_error().what();
+  EXPECT_TRUE(log_.pushes.empty());
+}
+
+// The usual answer: a push, which goes to the observer; the PING's answer ends nothing else.
+TEST_F(SubscriberRepliesTest, AnUnsubscribeAnsweredByItsPushLeavesTheRepliesInOrder) {
+  const auto [b, c] = run("*3\r\n$10\r\nssubscribe\r\n$1\r\nb\r\n:1\r\n"
+                          "*3\r\n$12\r\nsunsubscribe\r\n$1\r\na\r\n:1\r\n"
+                          "*2\r\n$4\r\npong\r\n$0\r\n\r\n"
+                          "*3\r\n$10\r\nssubscribe\r\n$1\r\nc\r\n:2\r\n");
+  EXPECT_EQ(b, Reply::make_array({Reply::make_string("ssubscribe"), Reply::make_string("b"), Reply::make_integer(1)}).to_string());
+  EXPECT_EQ(c, Reply::make_array({Reply::make_string("ssubscribe"), Reply::make_string("c"), Reply::make_integer(2)}).to_string());
+  EXPECT_EQ(conn_->state(), Connection::State::ready) << conn_->last_error().what();
+  EXPECT_EQ(log_.pushes.size(), 1u);
 }
 
 }  // namespace
