@@ -2,6 +2,8 @@
 
 #include <hiredis/hiredis.h>
 
+#include <algorithm>
+#include <cstring>
 #include <memory>
 
 namespace dlock::detail {
@@ -23,6 +25,12 @@ void* attach(const redisReadTask* task, Reply&& r) {
 
 void* create_string(const redisReadTask* task, char* str, size_t len) {
   if (len > budget_of(task).limits.max_bulk) return nullptr;  // hiredis reports "Out of memory"
+  // hiredis skips the two bytes after a bulk string's body unread (they are in its buffer): a
+  // length that is off would frame everything after it wrongly, so they must be CRLF.
+  if (task->type == REDIS_REPLY_STRING && (str[len] != '\r' || str[len + 1] != '\n')) {
+    budget_of(task).broken = "a bulk string is not followed by CRLF (its length is wrong)";
+    return nullptr;
+  }
   std::string s(str, len);
   switch (task->type) {
     case REDIS_REPLY_ERROR: return attach(task, Reply::make_error(std::move(s)));
@@ -78,10 +86,24 @@ Result<std::optional<Reply>> RespReader::next() {
   void* obj = nullptr;
   if (redisReaderGetReply(reader_, &obj) != REDIS_OK) {
     std::string why = reader_->errstr;
-    if (why == "Out of memory") why = "reply exceeds dlock's size limits or memory";
+    if (budget_.broken != nullptr) why = budget_.broken;
+    else if (why == "Out of memory") why = "reply exceeds dlock's size limits or memory";
     return Error(errc::protocol, "invalid reply from server: " + why);
   }
   if (obj == nullptr) {
+    // What is left unconsumed is the rest of one incomplete element, whose type byte hiredis
+    // has read (the current task's type). Unless it is a bulk string whose length line is
+    // complete (its body is bounded below), it is one line.
+    const std::size_t left = reader_->len - reader_->pos;
+    if (left > budget_.limits.max_line) {
+      const char* at = reader_->buf + reader_->pos;
+      const bool bulk = reader_->ridx >= 0 && reader_->rstack[reader_->ridx].type == REDIS_REPLY_STRING;
+      const bool bulk_body = bulk && std::memchr(at, '\n', std::min<std::size_t>(left, 32)) != nullptr;
+      if (!bulk_body) {
+        return Error(errc::protocol, "invalid reply from server: a line of more than " +
+                                         std::to_string(budget_.limits.max_line) + " bytes");
+      }
+    }
     // hiredis waits for a whole bulk string before handing it over, so a forged header
     // ("$1000000000") would make us buffer whatever follows. Everything left unconsumed belongs to
     // one incomplete element (consumed bytes are discarded), so it may not outgrow max_bulk plus

@@ -23,6 +23,9 @@ namespace dlock::detail {
 struct ReplyLimits {
   std::size_t max_elements = 1u << 20;       // per reply: all its (nested) arrays together
   std::size_t max_bulk = 512u * 1024 * 1024;  // Redis's own proto-max-bulk-len default
+  // A status, error or integer line, or a header: hiredis looks for its end from its start on
+  // every read, so an endless line would cost time quadratic in its length (a stalled loop).
+  std::size_t max_line = 1u << 20;
 };
 
 class RespReader {
@@ -45,6 +48,7 @@ class RespReader {
   struct Budget {
     ReplyLimits limits;
     std::size_t elements = 0;
+    const char* broken = nullptr;  // why an object function refused the stream, if it did
   };
 
  private:

@@ -15,6 +15,7 @@
 namespace {
 
 using dlock::Reply;
+using dlock::Result;
 using dlock::detail::ReplyLimits;
 using dlock::detail::RespReader;
 using Type = dlock::Reply::Type;
@@ -322,6 +323,7 @@ TEST(RespReader, DefaultLimits) {
   const ReplyLimits l;
   EXPECT_EQ(l.max_elements, std::size_t{1} << 20);
   EXPECT_EQ(l.max_bulk, std::size_t{512} * 1024 * 1024);
+  EXPECT_EQ(l.max_line, std::size_t{1} << 20);
   RespReader r;
   EXPECT_EQ(r.limits().max_elements, l.max_elements);
   EXPECT_EQ(r.limits().max_bulk, l.max_bulk);
@@ -407,6 +409,60 @@ TEST(RespReader, BulkInsideArrayWithOversizedHeaderRejectedWhileBuffering) {
   if (!n.ok()) {
     EXPECT_EQ(n.code(), dlock::errc::protocol);
   }
+}
+
+// Feeds `bytes` in chunks of `chunk` bytes, calling next() after each as Connection does; returns
+// the first error, or success once a reply came.
+Result<void> feed_in_chunks(RespReader& r, const std::string& bytes, std::size_t chunk) {
+  for (std::size_t at = 0; at < bytes.size(); at += chunk) {
+    const std::size_t n = std::min(chunk, bytes.size() - at);
+    if (auto f = r.feed(bytes.data() + at, n); !f.ok()) return f.error();
+    auto got = r.next();
+    if (!got.ok()) return got.error();
+    if (got->has_value()) return {};
+  }
+  return dlock::Error(dlock::errc::timeout, "no reply and no error");
+}
+
+TEST(RespReader, EndlessLineIsRejectedOnceOverMaxLine) {
+  // hiredis looks for a line's end from its start on every read: without a bound, a server
+  // sending one endless "+AAAA..." line would cost time quadratic in its length.
+  for (char type : {'+', '-', ':', '*', '$'}) {
+    ReplyLimits limits;
+    limits.max_line = 1000;
+    RespReader r(limits);
+    const std::string bytes = std::string(1, type) + std::string(5000, type == '+' || type == '-' ? 'A' : '9');
+    auto got = feed_in_chunks(r, bytes, 100);
+    ASSERT_FALSE(got.ok()) << type;
+    EXPECT_EQ(got.code(), dlock::errc::protocol) << type;
+    EXPECT_NE(got.error().what().find("a line of more than 1000 bytes"), std::string::npos) << got.error().what();
+  }
+}
+
+TEST(RespReader, LineAtMaxLineAndLongerBulkBodiesAreAccepted) {
+  ReplyLimits limits;
+  limits.max_line = 1000;
+  {
+    RespReader r(limits);
+    EXPECT_TRUE(feed_in_chunks(r, "+" + std::string(997, 'A') + "\r\n", 100).ok());
+  }
+  {
+    // A bulk body is bounded by max_bulk, not max_line; so is one inside an array.
+    RespReader r(limits);
+    EXPECT_TRUE(feed_in_chunks(r, "*2\r\n:1\r\n$5000\r\n" + std::string(5000, 'b') + "\r\n", 100).ok());
+  }
+}
+
+TEST(RespReader, BulkNotFollowedByCrLfIsAProtocolError) {
+  // A length off by two would otherwise take "XY" for the CRLF and frame ":5" as the next reply.
+  RespReader r;
+  const std::string bytes = "$3\r\nabcXY:5\r\n";
+  ASSERT_TRUE(r.feed(bytes.data(), bytes.size()).ok());
+  auto n = r.next();
+  ASSERT_FALSE(n.ok());
+  EXPECT_EQ(n.code(), dlock::errc::protocol);
+  EXPECT_NE(n.error().what().find("not followed by CRLF"), std::string::npos) << n.error().what();
+  EXPECT_EQ(parse_error("*2\r\n$1\r\nab\r\n:1\r\n"), dlock::errc::protocol);
 }
 
 TEST(RespReader, BulkAtLimitArrivingByteByByteIsNotRejectedEarly) {
