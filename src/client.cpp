@@ -71,7 +71,7 @@ Result<Reply> Client::command(std::vector<std::string> args, std::stop_token sto
     return Error(errc::called_from_event_loop, "Client::command() called on the client's event-loop thread");
   }
   auto wait = std::make_shared<detail::SyncWait<Result<Reply>>>();
-  const std::string where = args[0] + " on " + core_->address().display();
+  const std::string where = args[0] + " on " + core_->where();
   std::optional<std::stop_callback<std::function<void()>>> on_stop;
   if (stop.stop_possible()) {
     on_stop.emplace(stop, std::function<void()>([wait, where] {
@@ -116,7 +116,7 @@ void Client::async_command(std::vector<std::string> args, std::function<void(Res
     core_->post([done = std::move(done)] { done(Error(errc::invalid_argument, "empty command")); });
     return;
   }
-  std::string where = args[0] + " on " + core_->address().display();
+  std::string where = args[0] + " on " + core_->where();
   core_->send(detail::format_command(args),
               [done = std::move(done), where = std::move(where)](Result<Reply> r) { done(to_result(std::move(r), where)); });
 }
@@ -127,7 +127,7 @@ Result<void> Client::ping(milliseconds timeout) {
   }
   timeout = std::min(timeout, max_duration);  // longer: no end, and now + timeout must not overflow
   const auto until = BootClock::now() + timeout;
-  Error last(errc::timeout, "no answer from " + core_->address().display() + " within " +
+  Error last(errc::timeout, "no answer from " + core_->where() + " within " +
                                 std::to_string(timeout.count()) + " ms");
   for (;;) {
     const auto left = until - BootClock::now();
@@ -136,7 +136,7 @@ Result<void> Client::ping(milliseconds timeout) {
     core_->send(detail::format_command({"PING"}), [wait](Result<Reply> r) { wait->set(std::move(r)); });
     auto r = wait->wait_for(left, *core_);
     if (!r) return last;  // still no answer at the deadline (the command itself runs on)
-    auto reply = to_result(std::move(*r), "PING on " + core_->address().display());
+    auto reply = to_result(std::move(*r), "PING on " + core_->where());
     if (reply.ok()) return {};
     last = reply.error();
     if (reply.code() == errc::auth || reply.code() == errc::shutdown) return last;

@@ -79,6 +79,8 @@ ClientCore::ClientCore(Deployment deployment, ClientOptions options)
                              [this] { cluster_->refresh_soon(); });
       break;
     case Deployment::Kind::sentinel:
+      // Messages name the primary, not the first sentinel (whose address the URL gives first).
+      address_display_ = "the primary '" + deployment_.master_name + "' of its sentinels";
       // The primary's address is not known yet: its connections start when a sentinel names it.
       primary_ = std::make_unique<Node>(io_, address_, options_, this);
       notifier_->hold_until_retarget();
@@ -128,7 +130,9 @@ void ClientCore::send_to(const ServerAddress& node, std::string payload, ReplyHa
 
 Connection& ClientCore::ack_connection() {
   if (!ack_node_) {
-    ack_node_ = std::make_unique<Node>(io_, primary_->address, options_, nullptr);
+    // Observed on Sentinel: a READONLY or a lost connection here means a failover as much as on
+    // the primary's other connections (acquisitions with replication_ack use only this one).
+    ack_node_ = std::make_unique<Node>(io_, primary_->address, options_, sentinel_ ? this : nullptr);
     ack_node_->conns.resize(1);
     if (primary_known_) ack_node_->start();
   }

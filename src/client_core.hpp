@@ -88,6 +88,9 @@ class ClientCore : public std::enable_shared_from_this<ClientCore>, public Conne
   // For messages and the database number: the server (standalone), the first seed (Cluster) or
   // the first sentinel with the primary's database (Sentinel). Fixed for the Client's life.
   const ServerAddress& address() const noexcept { return address_; }
+  // Where this Client's commands go, for messages: the server, the first Cluster seed, or "the
+  // primary 'NAME' of its sentinels" (not a sentinel's address: no lock lives there).
+  const std::string& where() const noexcept { return address_display_; }
   // "<kind> '<name>'<qualifier> on <address>", for messages about a lock; built in one
   // allocation, since every acquisition's request carries one (AcquireRequest::what).
   std::string lock_what(std::string_view kind, std::string_view name, std::string_view qualifier = {}) const;
@@ -205,7 +208,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore>, public Conne
 
   Deployment deployment_;
   ServerAddress address_;
-  std::string address_display_;  // address_.display(), for lock_what()
+  std::string address_display_;  // address_.display(), or the Sentinel primary's name: for lock_what()
   const bool cluster_mode_;
   ClientOptions options_;
   std::string identity_;

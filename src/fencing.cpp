@@ -14,7 +14,7 @@ Result<FencedWrite> fenced_set(Client& client, std::string_view key, std::string
   core->eval(detail::scripts::fenced_set, {std::string(key)}, {std::string(value), std::to_string(token.value)},
              [wait](Result<Reply> r) { wait->set(std::move(r)); });
   Result<Reply> r = wait->wait(*core);
-  const std::string where = "fenced write to '" + std::string(key) + "' on " + core->address().display();
+  const std::string where = "fenced write to '" + std::string(key) + "' on " + core->where();
   if (!r.ok()) return Error(r.code(), where + ": " + r.error().what());
   if (r->is_error()) return Error(detail::classify_error_reply(*r), where + ": " + r->str());
   if (!r->is_array() || r->size() != 2 || !(*r)[0].is_integer() || !(*r)[1].is_integer()) {

@@ -1,6 +1,7 @@
 // dlock::force_unlock: one script removes every hold of any kind and announces it
 // (admin_force_unlock.lua).
 #include "admin/admin_call.hpp"
+#include "client_core.hpp"
 
 namespace dlock {
 
@@ -12,7 +13,7 @@ Result<ForceUnlockResult> force_unlock(Client& client, std::string_view name) {
   auto key = detail::admin_lock_key(client, name);
   if (!key) return key.error();
   const std::string& k = *key;
-  const std::string what = "force-unlocking lock '" + std::string(name) + "' on " + client.address().display();
+  const std::string what = "force-unlocking lock '" + std::string(name) + "' on " + client.core()->where();
   auto r = detail::run_admin_script(client, detail::scripts::admin_force_unlock,
                                     {k, k + ":queue", k + ":readers", k + ":permits"}, {k + ":ch", k + ":ch:"}, what);
   if (!r) return r.error();

@@ -166,7 +166,7 @@ void start_inspect(Client& client, std::vector<std::string> names, std::function
     batch->keys.push_back(std::move(*key));
   }
   batch->names = std::move(names);
-  batch->address = client.address().display();
+  batch->address = client.core()->where();
   batch->scripts.resize(batch->names.size());
   batch->numsubs.resize(batch->names.size());
   batch->left = 2 * batch->names.size();

@@ -1,6 +1,7 @@
 // dlock::release_owned / extend_owned: a Mutex hold released or extended by its owner token,
 // with the library's own scripts (mutex_release.lua, mutex_renew.lua).
 #include "admin/admin_call.hpp"
+#include "client_core.hpp"
 
 namespace dlock {
 
@@ -30,7 +31,7 @@ Result<OwnedRelease> release_owned(Client& client, std::string_view name, std::s
   auto key = detail::admin_lock_key(client, name);
   if (!key) return key.error();
   const std::string& k = *key;
-  const std::string what = "releasing lock '" + std::string(name) + "' on " + client.address().display();
+  const std::string what = "releasing lock '" + std::string(name) + "' on " + client.core()->where();
   if (owner.empty()) return Error(errc::invalid_argument, what + ": empty owner token");
   auto r = detail::run_admin_script(client, detail::scripts::mutex_release, {k, k + ":rel", k + ":waiters"},
                                     {std::string(owner), k + ":ch", std::to_string(release_marker_ms)}, what);
@@ -46,7 +47,7 @@ Result<bool> extend_owned(Client& client, std::string_view name, std::string_vie
   auto key = detail::admin_lock_key(client, name);
   if (!key) return key.error();
   const std::string& k = *key;
-  const std::string what = "extending lock '" + std::string(name) + "' on " + client.address().display();
+  const std::string what = "extending lock '" + std::string(name) + "' on " + client.core()->where();
   if (owner.empty()) return Error(errc::invalid_argument, what + ": empty owner token");
   if (ttl.count() <= 0) return Error(errc::invalid_argument, what + ": the TTL must be positive");
   auto r = detail::run_admin_script(client, detail::scripts::mutex_renew, {k},

@@ -27,6 +27,7 @@ SentinelWatcher::SentinelWatcher(asio::io_context& io, std::vector<ServerAddress
       master_(std::move(master_name)),
       template_(std::move(primary_template)),
       options_(options),
+      primary_options_(options),
       on_primary_(std::move(on_primary)),
       watch_backoff_(options.reconnect),
       watch_timer_(io),
@@ -100,18 +101,49 @@ void SentinelWatcher::ask(std::size_t index, std::size_t tried, Error last) {
         } else if (auto port = parse_port((*r)[1].str()); !port) {
           err = Error(errc::protocol, who + " answered a bad port '" + (*r)[1].str() + "'");
         } else {
-          asking_ = false;
-          last_ask_ = BootClock::now();
-          found((*r)[0].str(), *port);
-          if (ask_again_) {
-            ask_again_ = false;
-            timer_.cancel();
-            rediscover();
-          }
-          return;
+          return verify(i, tried, (*r)[0].str(), *port);
         }
         ask(i + 1, tried + 1, err);
       }});
+}
+
+void SentinelWatcher::verify(std::size_t i, std::size_t tried, std::string host, std::uint16_t port) {
+  ServerAddress a = template_;
+  a.transport = ServerAddress::Transport::tcp;
+  a.host = host;
+  a.port = port;
+  if (auto old = std::move(probe_)) old->close(Error(errc::shutdown, "superseded"));  // its answer is ignored
+  probe_ = std::make_shared<Connection>(io_, a, primary_options_, nullptr, false);
+  probe_->start();
+  probe_->send(Command{
+      format_command({"ROLE"}),
+      [this, alive = std::weak_ptr<bool>(alive_), probe = std::weak_ptr<Connection>(probe_), i, tried,
+       host = std::move(host), port, shown = a.display()](Result<Reply> r) mutable {
+        if (alive.expired() || closed_) return;
+        auto p = probe.lock();
+        if (!p || p != probe_) return;  // superseded
+        probe_.reset();
+        p->close(Error(errc::shutdown, "ROLE answered"));
+        const std::string named = "sentinel " + sentinels_[i].display() + " names " + shown + " as the primary '" +
+                                  master_ + "'";
+        if (!r.ok()) return ask(i + 1, tried + 1, Error(r.code(), named + ", which does not answer: " + r.error().what()));
+        // An error reply (an ACL without ROLE): the node answers, but cannot say what it is.
+        if (r->is_array() && r->size() >= 1 && (*r)[0].str() != "master") {
+          return ask(i + 1, tried + 1, Error(errc::server, named + ", but it is a " + (*r)[0].str()));
+        }
+        answered(std::move(host), port);
+      }});
+}
+
+void SentinelWatcher::answered(std::string host, std::uint16_t port) {
+  asking_ = false;
+  last_ask_ = BootClock::now();
+  found(std::move(host), port);
+  if (ask_again_) {
+    ask_again_ = false;
+    timer_.cancel();
+    rediscover();
+  }
 }
 
 void SentinelWatcher::found(std::string host, std::uint16_t port) {
@@ -178,6 +210,7 @@ void SentinelWatcher::close(const Error& why) {
   watch_timer_.cancel();
   for (auto& c : conns_) c->close(why);
   if (watch_conn_) watch_conn_->close(why);
+  if (probe_) probe_->close(why);
 }
 
 }  // namespace dlock::detail

@@ -1,6 +1,8 @@
 // SentinelWatcher: finds the primary that a group of Redis Sentinels monitors, and follows it.
 //
-//  - Asks the sentinels in turn (SENTINEL GET-MASTER-ADDR-BY-NAME) until one answers.
+//  - Asks the sentinels in turn (SENTINEL GET-MASTER-ADDR-BY-NAME) until one names a node that
+//    says it is a primary (ROLE): a sentinel cut off from the others, or one that monitors the
+//    wrong node, can name a replica, and writes there only ever fail with READONLY.
 //  - Stays subscribed to "+switch-master" on one sentinel, so a failover is heard of at once.
 //  - Asks again when told the primary may have moved (its connection failed, or it answered
 //    READONLY because it was demoted to a replica), at most every 100 ms.
@@ -40,6 +42,10 @@ class SentinelWatcher final : public Connection::Observer {
 
  private:
   void ask(std::size_t index, std::size_t tried, Error last);
+  // Asks the node sentinel `index` named for its ROLE: found() when it is a primary (or cannot
+  // say: an ACL that denies ROLE), else the next sentinel is asked.
+  void verify(std::size_t index, std::size_t tried, std::string host, std::uint16_t port);
+  void answered(std::string host, std::uint16_t port);
   void watch(std::size_t index);
   void found(std::string host, std::uint16_t port);
 
@@ -48,6 +54,8 @@ class SentinelWatcher final : public Connection::Observer {
   std::string master_;
   ServerAddress template_;
   ClientOptions options_;  // a copy without credentials: sentinels have their own (none)
+  ClientOptions primary_options_;      // the primary's: for the ROLE probe
+  std::shared_ptr<Connection> probe_;  // the ROLE probe in flight (one ask at a time)
   std::function<void(Result<ServerAddress>)> on_primary_;
   std::vector<std::shared_ptr<Connection>> conns_;  // one command connection per sentinel
   std::shared_ptr<Connection> watch_conn_;

@@ -38,7 +38,7 @@ FairLock::FairLock(Client& client, std::string name, LeaseOptions lease, FairLoc
   spec->channel_prefix = spec->key + ":ch:";
   // One channel per process and lock: the process part of this Client's owner tokens.
   spec->channel = make_fair_channel(core_, spec->channel_prefix + fair_channel_of(core_->new_owner_token()));
-  spec->what = "FairLock '" + name + "' on " + core_->address().display();
+  spec->what = "FairLock '" + name + "' on " + core_->where();
   spec->lease = std::move(lease);
   spec->waiter_ttl = fair.waiter_ttl;
   // The lock key has Mutex's layout, so Mutex's renewal script serves (and the CLI's tools

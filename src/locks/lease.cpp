@@ -65,7 +65,7 @@ milliseconds Lease::remaining() const noexcept {
 namespace {
 
 std::string describe(const LeaseRecord& rec) {
-  return "lock '" + rec.name + "' on " + rec.core->address().display();
+  return "lock '" + rec.name + "' on " + rec.core->where();
 }
 
 // Runs one of the hold's scripts where the hold lives: its server, or all of them (Redlock).

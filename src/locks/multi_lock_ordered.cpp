@@ -60,7 +60,7 @@ class OrderedTry : public std::enable_shared_from_this<OrderedTry> {
   }
 
  private:
-  std::string what() const { return "MultiLock '" + spec_->name + "' on " + core_->address().display(); }
+  std::string what() const { return "MultiLock '" + spec_->name + "' on " + core_->where(); }
 
   void on_reply(Result<Reply> r) {
     Attempt a;

@@ -46,7 +46,7 @@ class RedlockWaitOp final : public RedlockTurns::Waiter, public std::enable_shar
   void start() {
     started_ = true;
     if (cancel_pending_) return cancel();
-    if (home_->is_shut_down()) return deliver(Error(errc::shutdown, "client " + home_->address().display() + " is shut down"));
+    if (home_->is_shut_down()) return deliver(Error(errc::shutdown, "client " + home_->where() + " is shut down"));
     // Shutdown of the home Client reaches this wait through its hook: its timers stop with it.
     shutdown_hook_ = home_->add_shutdown_hook([weak = weak_from_this()](const Error& why, std::function<void()> cleaned_up) {
       if (auto self = weak.lock()) self->give_up(why);
@@ -120,7 +120,7 @@ class RedlockWaitOp final : public RedlockTurns::Waiter, public std::enable_shar
   // One round of the wait, as its head.
   void step() {
     if (finished_) return;
-    if (home_->is_shut_down()) return give_up(Error(errc::shutdown, "client " + home_->address().display() + " is shut down"));
+    if (home_->is_shut_down()) return give_up(Error(errc::shutdown, "client " + home_->where() + " is shut down"));
     const auto now = Clock::now();
     // A sleep, pause or turn that ended at the deadline ends the wait: a try sent now would be
     // given up at once, and if it won, released (a fencing token and a wake-up spent for nothing).
@@ -315,7 +315,7 @@ void start_redlock_acquire(std::shared_ptr<const RedlockSpec> spec, WaitOptions 
                            std::function<void(Result<Lease>)> done, std::stop_token stop,
                            std::function<void()> on_wait) {
   for (const auto& core : spec->nodes.cores) {
-    if (core->is_shut_down()) return done(Error(errc::shutdown, "client " + core->address().display() + " is shut down"));
+    if (core->is_shut_down()) return done(Error(errc::shutdown, "client " + core->where() + " is shut down"));
   }
   auto home = spec->nodes.cores.front();
   auto op = std::make_shared<RedlockWaitOp>(std::move(spec), wait, std::move(done), std::move(on_wait));

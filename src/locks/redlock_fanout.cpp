@@ -11,7 +11,7 @@ namespace scripts {
 extern const Script redlock_release;
 }
 
-std::string RedlockNodes::display(std::size_t i) const { return cores[i]->address().display(); }
+std::string RedlockNodes::display(std::size_t i) const { return cores[i]->where(); }
 
 namespace {
 

@@ -109,7 +109,7 @@ AttemptFn script_attempt(std::shared_ptr<ClientCore> core, std::shared_ptr<const
     auto handler = [core, spec, owner = std::move(owner), sent, ack, report = std::move(report)](Result<Reply> r) {
                      // Only for messages: built when one is needed, not on every try.
                      auto what = [&] {
-                       return std::string(spec->kind) + " '" + spec->name + "' on " + core->address().display();
+                       return std::string(spec->kind) + " '" + spec->name + "' on " + core->where();
                      };
                      Attempt a;
                      if (!r.ok()) {

@@ -234,7 +234,7 @@ Error Semaphore::last_error() const {
 // ----------------------------------------------------------------------------------- limit
 
 Result<void> Semaphore::set_permits(std::size_t n) {
-  const std::string what = "Semaphore '" + name_ + "' on " + core_->address().display();
+  const std::string what = "Semaphore '" + name_ + "' on " + core_->where();
   Result<Reply> r = eval_blocking(core_, scripts::sem_set_limit, {key_, key_ + ":permits", key_ + ":limit"},
                                   {std::to_string(n), key_ + ":ch"});
   if (!r.ok()) return Error(r.code(), "set_permits of " + what + ": " + r.error().what());
@@ -243,7 +243,7 @@ Result<void> Semaphore::set_permits(std::size_t n) {
 }
 
 Result<std::pair<long long, long long>> Semaphore::state() const {
-  const std::string what = "Semaphore '" + name_ + "' on " + core_->address().display();
+  const std::string what = "Semaphore '" + name_ + "' on " + core_->where();
   Result<Reply> r = eval_blocking(core_, scripts::sem_state, {key_, key_ + ":permits", key_ + ":limit"}, {});
   if (!r.ok()) return Error(r.code(), what + ": " + r.error().what());
   if (r->is_error()) return Error(classify_error_reply(*r), what + ": " + r->str());

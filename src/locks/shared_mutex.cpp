@@ -197,7 +197,7 @@ Result<void> SharedMutex::downgrade(Lease& writer) {
       rec->scripts.renew_keys.front() != key_) {
     return Error(errc::invalid_argument, "downgrade(): the lease is not one of SharedMutex '" + name_ + "'");
   }
-  const std::string what = "SharedMutex '" + name_ + "' on " + core_->address().display();
+  const std::string what = "SharedMutex '" + name_ + "' on " + core_->where();
   if (rec->state() == LeaseRecord::State::lost) return Error(errc::lock_lost, what + " was lost before the downgrade");
   if (rec->state() != LeaseRecord::State::held) {
     return Error(errc::not_owner, what + " is no longer held by this lease");

@@ -117,6 +117,76 @@ TEST(SentinelTest, EverySentinelDownIsRetriedOnABackoffNotInATightLoop) {
   std::printf("connections to the sentinels in about 3 s: %ld\n", total);
 }
 
+// A sentinel that names a replica as the primary (it monitors the wrong node, or is cut off
+// from the others) is passed over: the node it names answers ROLE as a replica, and the next
+// sentinel is asked. Before, its answer was taken, and every write failed with READONLY.
+TEST(SentinelTest, ASentinelNamingAReplicaIsPassedOver) {
+  RedisSentinelGroup group(1, 1);
+  const std::size_t primary = group.primary();
+  const std::size_t replica = 1 - primary;
+  const std::string replica_port = std::to_string(group.data_node(replica).port());
+  RedisServerOptions o;
+  o.sentinel = true;
+  // Quorum 2 with one sentinel: it never fails over, it only names what it monitors.
+  o.extra_args = {"--sentinel", "monitor", RedisSentinelGroup::master_name, "127.0.0.1", replica_port, "2"};
+  RedisServer stale(o);
+  auto named_by_stale = [&] {
+    RawConnection c(stale);
+    auto a = c.cmd_array({"SENTINEL", "GET-MASTER-ADDR-BY-NAME", RedisSentinelGroup::master_name});
+    return a.size() == 2 ? a[1] : std::string();
+  };
+  ASSERT_EQ(named_by_stale(), replica_port);
+  const std::string good = group.url().substr(std::string("redis-sentinel://").size());
+  Client client("redis-sentinel://" + stale.host() + ":" + std::to_string(stale.port()) + "," + good);
+  Mutex m(client, "stale-sentinel");
+  auto lease = m.acquire(no_wait());
+  ASSERT_TRUE(lease.ok()) << lease.error().what();
+  RawConnection p(group.data_node(primary));
+  EXPECT_EQ(p.cmd({"GET", key_of("stale-sentinel")}), lease->owner());
+  EXPECT_TRUE(lease->release().ok());
+  EXPECT_EQ(named_by_stale(), replica_port) << "the stale sentinel still names the replica";
+}
+
+// With a sentinel that names only a replica, discovery fails with an error that says so.
+TEST(SentinelTest, OnlyAReplicaNamedIsAClearError) {
+  RedisServer primary;
+  RedisServerOptions ro;
+  ro.extra_args = {"--replicaof", "127.0.0.1", std::to_string(primary.port())};
+  RedisServer replica(ro);
+  RedisServerOptions o;
+  o.sentinel = true;
+  o.extra_args = {"--sentinel", "monitor", "m", "127.0.0.1", std::to_string(replica.port()), "2"};
+  RedisServer stale(o);
+  Client client("redis-sentinel://" + stale.host() + ":" + std::to_string(stale.port()) + "/m");
+  auto r = client.command({"SET", "k", "v"});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().what().find("but it is a slave"), std::string::npos) << r.error().what();
+  // A lock's message names the primary, not a sentinel's address.
+  Mutex lock(client, "named");
+  auto l = lock.acquire(no_wait());
+  ASSERT_FALSE(l.ok());
+  EXPECT_NE(l.error().what().find("on the primary 'm' of its sentinels"), std::string::npos) << l.error().what();
+}
+
+// Replication acknowledgement on a Sentinel-discovered primary: its WAIT connection follows the
+// primary the sentinels name, and each acquisition is on the replica when it returns.
+TEST(SentinelTest, ReplicationAckOnTheDiscoveredPrimary) {
+  RedisSentinelGroup group(1, 1);
+  const std::size_t primary = group.primary();
+  ClientOptions o;
+  o.replication_ack.replicas = 1;
+  o.replication_ack.timeout = 2s;
+  Client client(group.url(), o);
+  Mutex m(client, "acked");
+  for (int i = 0; i < 5; ++i) {
+    auto lease = m.acquire(no_wait());
+    ASSERT_TRUE(lease.ok()) << lease.error().what();
+    RawConnection r(group.data_node(1 - primary));
+    EXPECT_EQ(r.cmd({"GET", key_of("acked")}), lease->owner());
+    ASSERT_TRUE(lease->release().ok());
+  }
+}
+
 // A waiter (subscribed to the release channel on the primary, not on a sentinel) is woken by
 // the release through the Sentinel-discovered primary.
 TEST(SentinelTest, WaiterIsWokenByTheRelease) {

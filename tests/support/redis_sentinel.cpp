@@ -8,11 +8,15 @@
 namespace dlock::test {
 
 RedisSentinelGroup::RedisSentinelGroup(int replicas, int sentinels) {
-  data_.push_back(std::make_unique<RedisServer>());
+  // A replica's first sync waits repl-diskless-sync-delay (5 s by default) for more replicas to
+  // share it: not here, where every test would wait for it.
+  RedisServerOptions primary_options;
+  primary_options.extra_args = {"--repl-diskless-sync-delay", "0"};
+  data_.push_back(std::make_unique<RedisServer>(primary_options));
   const std::string primary_port = std::to_string(data_[0]->port());
   for (int i = 0; i < replicas; ++i) {
     RedisServerOptions o;
-    o.extra_args = {"--replicaof", "127.0.0.1", primary_port};
+    o.extra_args = {"--repl-diskless-sync-delay", "0", "--replicaof", "127.0.0.1", primary_port};
     data_.push_back(std::make_unique<RedisServer>(o));
   }
   const std::string quorum = std::to_string(sentinels / 2 + 1);
@@ -25,14 +29,18 @@ RedisSentinelGroup::RedisSentinelGroup(int replicas, int sentinels) {
                     "--sentinel", "parallel-syncs", master_name, "2"};
     sentinels_.push_back(std::make_unique<RedisServer>(o));
   }
-  // Replicas in sync and known to every sentinel, and the sentinels known to each other: only
-  // then can they agree on a failover.
+  // Replicas in sync (online: a WAIT counts them) and known to every sentinel, and the
+  // sentinels known to each other: only then can they agree on a failover.
   const bool ready = eventually(
       [&] {
         RawConnection p(*data_[0]);
-        if (p.cmd({"INFO", "replication"}).find("connected_slaves:" + std::to_string(replicas)) == std::string::npos) {
-          return false;
+        const std::string repl = p.cmd({"INFO", "replication"});
+        if (repl.find("connected_slaves:" + std::to_string(replicas)) == std::string::npos) return false;
+        int online = 0;
+        for (auto at = repl.find("state=online"); at != std::string::npos; at = repl.find("state=online", at + 1)) {
+          ++online;
         }
+        if (online != replicas) return false;
         for (auto& s : sentinels_) {
           RawConnection c(*s);
           auto info = c.cmd({"SENTINEL", "MASTER", master_name});
