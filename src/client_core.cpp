@@ -276,7 +276,7 @@ void ClientCore::eval_now(const Script& s, std::string payload, ReplyHandler don
 
 void ClientCore::on_connection_state(Connection& c, Connection::State s) {
   if (s == Connection::State::down) {
-    if (cluster_) cluster_->on_node_down();
+    if (cluster_) cluster_->on_node_down(c);
     if (sentinel_) sentinel_->rediscover();
   }
   if (s != Connection::State::ready) return;

@@ -304,7 +304,39 @@ void ClusterRouter::install(SlotMap map) {
   for (const auto& p : primaries_) by_index.push_back(&node(p));
   for (std::size_t s = 0; s < cluster_slots; ++s) slots_[s] = by_index[map.owner(static_cast<std::uint16_t>(s))];
   have_map_ = true;
+  retire_dead_nodes(by_index);
   if (on_topology_) on_topology_();
+}
+
+void ClusterRouter::retire_dead_nodes(const std::vector<Node*>& primaries) {
+  auto is_seed = [this](const ServerAddress& a) {
+    return std::any_of(seeds_.begin(), seeds_.end(), [&](const ServerAddress& s) { return s.host == a.host && s.port == a.port; });
+  };
+  for (auto it = nodes_.begin(); it != nodes_.end();) {
+    Node* n = it->second.get();
+    // A live node outside the map (a new primary importing its first slot, asked for by ASK)
+    // stays; so do seeds, where a refresh may start over. A dead one would reconnect for ever.
+    if (!n->all_down() || is_seed(n->address) || std::find(primaries.begin(), primaries.end(), n) != primaries.end()) {
+      ++it;
+      continue;
+    }
+    const Error why(errc::connection, n->address.display() + " left the cluster's slot map");
+    n->close(why);
+    if (auto a = ack_conns_.find(n); a != ack_conns_.end()) {
+      a->second->close(why);
+      ack_conns_.erase(a);
+    }
+    retired_.push_back(std::move(it->second));
+    it = nodes_.erase(it);
+  }
+}
+
+void ClusterRouter::on_node_down(const Connection& c) {
+  if (!have_map_) return refresh_soon();
+  for (const auto& p : primaries_) {
+    auto it = nodes_.find(p.key());
+    if (it != nodes_.end() && it->second->owns(c)) return refresh_soon();
+  }
 }
 
 ServerAddress ClusterRouter::node_of(std::string_view key) {

@@ -55,7 +55,10 @@ class ClusterRouter {
   std::vector<ServerAddress> primaries() const;
   bool owns(const Connection& c) const;
   // A connection of some node failed: the topology may have changed.
-  void on_node_down() { refresh_soon(); }
+  // A command connection went down: a new map is asked for when it was a primary's (or no map
+  // is known yet). A node that serves no slots (a seed that left, a primary failed over) goes
+  // down on every reconnect attempt while it stays dead: that changes nothing to route by.
+  void on_node_down(const Connection& c);
   void refresh_soon();
   // Runs after every installed slot map (the Notifier re-routes its sharded subscriptions).
   void on_topology(std::function<void()> fn) { on_topology_ = std::move(fn); }
@@ -68,6 +71,7 @@ class ClusterRouter {
   struct Routed;
   void dispatch(const std::shared_ptr<Routed>& r);
   // `from_host`: the host the answering node was reached at (for a redirect naming no host).
+  void retire_dead_nodes(const std::vector<Node*>& primaries);
   void handle(const std::shared_ptr<Routed>& r, Result<Reply>&& res, const std::string& from_host);
   // Re-sends `r` after a short, growing delay (through dispatch_acked() when `acked`), or
   // delivers `last` when the delay would pass its deadline.
@@ -87,6 +91,9 @@ class ClusterRouter {
   Connection::Observer* observer_;
   std::unordered_map<std::string, std::unique_ptr<Node>> nodes_;  // by "host:port"
   std::unordered_map<Node*, std::shared_ptr<Connection>> ack_conns_;
+  // Unreachable nodes that left the slot map (install()): their connections are closed, so they
+  // stop reconnecting; kept (not freed) because a command in flight may still point at one.
+  std::vector<std::unique_ptr<Node>> retired_;
   std::vector<Node*> slots_;                                       // 16384, nullptr: unknown
   Node* answering_acked_ = nullptr;  // while a send_acked() reply handler runs: the node it ran on
   std::vector<NodeEndpoint> primaries_;

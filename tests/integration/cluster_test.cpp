@@ -450,6 +450,47 @@ TEST(ClusterFailoverTest, PrimaryKilledWhileLocksAreHeld) {
   for (auto& lease : leases) (void)lease.release();
 }
 
+// A primary that died and was failed over stays dead: a Client must not keep asking for a new
+// slot map because of it. Each reconnect attempt to it went down again and asked for one, about
+// once a second per Client for as long as the node stayed dead.
+TEST(ClusterFailoverTest, ADeadFormerPrimaryDoesNotKeepTheMapRefreshing) {
+  RedisCluster cluster(3, 1);
+  const std::size_t victim = cluster.primaries().front();
+  const std::size_t survivor = cluster.primaries().back();
+  Client all_seeds(cluster.url());                    // the dead node stays a seed
+  Client one_seed(cluster.url_with_seed(survivor));  // the dead node was only learnt from the map
+  ASSERT_TRUE(all_seeds.ping(10s).ok());
+  ASSERT_TRUE(one_seed.ping(10s).ok());
+  const std::size_t promoted = cluster.kill_primary_and_wait_failover(victim);
+  // Both follow the promoted replica.
+  std::string name;
+  for (int i = 0; name.empty() && i < 500; ++i) {
+    const std::string n = "dead-" + std::to_string(i);
+    if (cluster.owner_of_key(key_of(n)) == promoted) name = n;
+  }
+  ASSERT_FALSE(name.empty());
+  for (Client* c : {&all_seeds, &one_seed}) {
+    Mutex m(*c, name);
+    ASSERT_TRUE(eventually([&] { return m.acquire(no_wait()).ok(); }, 10s));
+  }
+  std::this_thread::sleep_for(1s);  // refreshes the failover itself asked for are over
+  auto slots_calls = [&] {
+    long long total = 0;
+    for (std::size_t i = 0; i < cluster.size(); ++i) {
+      if (i == victim) continue;
+      const std::string info = RawConnection(cluster.node(i)).cmd({"INFO", "commandstats"});
+      const std::string field = "cmdstat_cluster|slots:calls=";
+      const auto at = info.find(field);
+      if (at != std::string::npos) total += std::stoll(info.substr(at + field.size()));
+    }
+    return total;
+  };
+  const long long before = slots_calls();
+  std::this_thread::sleep_for(5s);
+  const long long asked = slots_calls() - before;
+  EXPECT_LE(asked, 2) << "CLUSTER SLOTS calls in 5 s by two idle Clients with one dead node";
+}
+
 // ~Client first lets its waits leave their queues, then releases its leases; a wait whose
 // cleanup is stuck on a paused primary (its dequeue unanswered until the command timeout, 3 s,
 // beyond the shutdown's 2 s) must not keep the leases on the other primaries from being
