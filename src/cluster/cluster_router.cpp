@@ -132,9 +132,12 @@ void ClusterRouter::dispatch_acked(const std::shared_ptr<Routed>& r) {
       r->slot = redirect->slot;
       return dispatch_acked(r);
     }
-    if (redirect || text.starts_with("TRYAGAIN") || text.starts_with("CLUSTERDOWN")) {
+    if (redirect || text.starts_with("TRYAGAIN") || text.starts_with("CLUSTERDOWN") || text.starts_with("MOVED ") ||
+        text.starts_with("ASK ")) {
       // A migrating slot: the acknowledged path needs the script and its WAIT on one node, so
-      // it waits for the migration to end instead of following ASK.
+      // it waits for the migration to end instead of following ASK. (A redirect naming no
+      // usable node, "?:port", waits for a new map.)
+      if (!redirect && !text.starts_with("TRYAGAIN")) refresh_soon();
       return retry_later(r, std::move(res), true);
     }
     r->done(std::move(res));
@@ -205,8 +208,10 @@ void ClusterRouter::handle(const std::shared_ptr<Routed>& r, Result<Reply>&& res
                              handle(r, std::move(again), from);
                            }, {}, r->script});
   }
-  if (text.starts_with("TRYAGAIN") || text.starts_with("CLUSTERDOWN")) {
-    if (text.starts_with("CLUSTERDOWN")) refresh_soon();
+  if (text.starts_with("TRYAGAIN") || text.starts_with("CLUSTERDOWN") || text.starts_with("MOVED ") ||
+      text.starts_with("ASK ")) {
+    // A redirect that names no usable node ("?": its host is unknown): a new map may say.
+    if (!text.starts_with("TRYAGAIN")) refresh_soon();
     return retry_later(r, std::move(res));
   }
   r->done(std::move(res));
@@ -304,39 +309,45 @@ void ClusterRouter::install(SlotMap map) {
   for (const auto& p : primaries_) by_index.push_back(&node(p));
   for (std::size_t s = 0; s < cluster_slots; ++s) slots_[s] = by_index[map.owner(static_cast<std::uint16_t>(s))];
   have_map_ = true;
-  retire_dead_nodes(by_index);
   if (on_topology_) on_topology_();
-}
-
-void ClusterRouter::retire_dead_nodes(const std::vector<Node*>& primaries) {
-  auto is_seed = [this](const ServerAddress& a) {
-    return std::any_of(seeds_.begin(), seeds_.end(), [&](const ServerAddress& s) { return s.host == a.host && s.port == a.port; });
-  };
-  for (auto it = nodes_.begin(); it != nodes_.end();) {
-    Node* n = it->second.get();
-    // A live node outside the map (a new primary importing its first slot, asked for by ASK)
-    // stays; so do seeds, where a refresh may start over. A dead one would reconnect for ever.
-    if (!n->all_down() || is_seed(n->address) || std::find(primaries.begin(), primaries.end(), n) != primaries.end()) {
-      ++it;
-      continue;
-    }
-    const Error why(errc::connection, n->address.display() + " left the cluster's slot map");
-    n->close(why);
-    if (auto a = ack_conns_.find(n); a != ack_conns_.end()) {
-      a->second->close(why);
-      ack_conns_.erase(a);
-    }
-    retired_.push_back(std::move(it->second));
-    it = nodes_.erase(it);
-  }
 }
 
 void ClusterRouter::on_node_down(const Connection& c) {
   if (!have_map_) return refresh_soon();
-  for (const auto& p : primaries_) {
-    auto it = nodes_.find(p.key());
-    if (it != nodes_.end() && it->second->owns(c)) return refresh_soon();
+  auto is_primary = [this](const std::string& key) {
+    return std::any_of(primaries_.begin(), primaries_.end(), [&](const NodeEndpoint& p) { return p.key() == key; });
+  };
+  for (const auto& [key, n] : nodes_) {
+    if (!n->owns(c)) continue;
+    if (is_primary(key)) return refresh_soon();
+    // A node outside the map failed to connect (a primary failed over and dead, a redirect
+    // target gone): stop it, or it would reconnect for ever. Seeds stay (a refresh may start
+    // over there). Posted: not from inside the connection's own failure.
+    asio::post(io_, [this, alive = std::weak_ptr<bool>(alive_), key = key] {
+      if (!alive.expired() && !closed_) retire(key);
+    });
+    return;
   }
+}
+
+void ClusterRouter::retire(const std::string& key) {
+  auto it = nodes_.find(key);
+  if (it == nodes_.end()) return;
+  Node* n = it->second.get();
+  const bool primary =
+      std::any_of(primaries_.begin(), primaries_.end(), [&](const NodeEndpoint& p) { return p.key() == key; });
+  const bool seed = std::any_of(seeds_.begin(), seeds_.end(), [&](const ServerAddress& s) {
+    return s.host == n->address.host && s.port == n->address.port;
+  });
+  if (primary || seed || n->any_ready()) return;
+  const Error why(errc::connection, n->address.display() + " is unreachable and serves no slots");
+  n->close(why);
+  if (auto a = ack_conns_.find(n); a != ack_conns_.end()) {
+    a->second->close(why);
+    ack_conns_.erase(a);
+  }
+  retired_.push_back(std::move(it->second));
+  nodes_.erase(it);
 }
 
 ServerAddress ClusterRouter::node_of(std::string_view key) {

@@ -71,7 +71,9 @@ class ClusterRouter {
   struct Routed;
   void dispatch(const std::shared_ptr<Routed>& r);
   // `from_host`: the host the answering node was reached at (for a redirect naming no host).
-  void retire_dead_nodes(const std::vector<Node*>& primaries);
+  // Closes the node `key` ("host:port") and keeps it in retired_ unless it is a primary, a seed
+  // or connected.
+  void retire(const std::string& key);
   void handle(const std::shared_ptr<Routed>& r, Result<Reply>&& res, const std::string& from_host);
   // Re-sends `r` after a short, growing delay (through dispatch_acked() when `acked`), or
   // delivers `last` when the delay would pass its deadline.
@@ -91,7 +93,7 @@ class ClusterRouter {
   Connection::Observer* observer_;
   std::unordered_map<std::string, std::unique_ptr<Node>> nodes_;  // by "host:port"
   std::unordered_map<Node*, std::shared_ptr<Connection>> ack_conns_;
-  // Unreachable nodes that left the slot map (install()): their connections are closed, so they
+  // Unreachable nodes outside the slot map (on_node_down): their connections are closed, so they
   // stop reconnecting; kept (not freed) because a command in flight may still point at one.
   std::vector<std::unique_ptr<Node>> retired_;
   std::vector<Node*> slots_;                                       // 16384, nullptr: unknown

@@ -69,7 +69,8 @@ std::optional<Redirect> parse_redirect(std::string_view text, std::string_view f
   auto port = parse_port(hostport.substr(colon + 1));
   if (!port) return std::nullopt;
   r.to.host = std::string(hostport.substr(0, colon));
-  if (r.to.host.empty() || r.to.host == "?") r.to.host = std::string(from_host);
+  if (r.to.host == "?") return std::nullopt;  // the target's hostname is not known: no node to go to
+  if (r.to.host.empty()) r.to.host = std::string(from_host);
   r.to.port = *port;
   return r;
 }

@@ -40,9 +40,10 @@ class SlotMap {
 };
 
 // "MOVED 3999 127.0.0.1:6381" / "ASK 3999 127.0.0.1:6381" (the error reply's text, prefix
-// included): the slot and the node to go to. A node whose cluster-preferred-endpoint-type has no
-// value for the target answers "MOVED 3999 :6381" (or "?:6381"); Redis documents that the target
-// is then on the host the redirecting node was reached at: `from_host`.
+// included): the slot and the node to go to. With cluster-preferred-endpoint-type
+// unknown-endpoint a node answers "MOVED 3999 :6381": Redis documents that the target is then on
+// the host the redirecting node was reached at (`from_host`). "?:6381" (hostname type, the
+// target has none) names no reachable node: nullopt, as for any text that is no redirect.
 struct Redirect {
   bool ask = false;
   std::uint16_t slot = 0;

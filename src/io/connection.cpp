@@ -206,8 +206,8 @@ void Connection::enqueue_write(Command&& cmd) {
   // A command without a handler expects no reply of its own: a subscriber's (S)UNSUBSCRIBE,
   // whose confirmations arrive as pushes (is_push). But the server may answer it with an error
   // instead (a sharded channel whose slot moved away: MOVED or CLUSTERDOWN; NOSUB on Valkey 8),
-  // which must not be taken for the reply of the next command. A PING follows it: until the
-  // PING's answer, an error reply is the unsubscribe's (valkey-io/valkey#1066).
+  // which must not be taken for the reply of the next command. A PING follows it, so that the
+  // replies up to the PING's answer can be told apart (absorb_unsubscribe).
   if (!cmd.done) {
     if (!subscriber_) return schedule_flush();
     cmd = Command{format_command({"PING"}), [](Result<Reply>) {}};
@@ -315,14 +315,24 @@ static bool is_push(const Reply& r) {
 
 void Connection::on_reply(Reply&& reply) {
   if (subscriber_ && is_push(reply)) {
+    const std::string& kind = reply[0].str();
+    if (kind == "unsubscribe" || kind == "sunsubscribe") {
+      // Most likely the answer of the oldest unsubscribe still unanswered (or one the server
+      // sent by itself: absorb_unsubscribe allows for that).
+      for (auto& q : inflight_) {
+        if (q.absorbs_errors && !q.unsubscribe_answered) {
+          q.unsubscribe_answered = true;
+          break;
+        }
+      }
+    }
     if (observer_ != nullptr) observer_->on_push(*this, std::move(reply));
     return;
   }
   if (inflight_.empty()) {
     return fail(Error(errc::protocol, "unexpected reply from " + name_ + ": " + reply.to_string()), true);
   }
-  // An unsubscribe refused (see enqueue_write): nobody waits for its answer.
-  if (inflight_.front().absorbs_errors && reply.is_error()) return;
+  if (inflight_.front().absorbs_errors && absorb_unsubscribe(reply)) return;
   Pending p = std::move(inflight_.front());
   inflight_.pop_front();
   // The timer waits for the answered command's deadline; the next one's may be earlier (a WAIT
@@ -340,6 +350,25 @@ void Connection::on_reply(Reply&& reply) {
     if (observer_ != nullptr) observer_->on_error_reply(*this, reply);
   }
   p.done(std::move(reply));
+}
+
+// The oldest command is the PING behind a handler-less (S)UNSUBSCRIBE (enqueue_write). True
+// when `reply` is the unsubscribe's and goes nowhere; false when it is the PING's answer (the
+// caller then takes the PING off the queue). Replies come in order, so an error that arrives
+// before the unsubscribe was answered is the unsubscribe's. After that, an error is the PING's
+// (a server loading its data answers PING with LOADING, a stale replica with MASTERDOWN) unless
+// only an unsubscribe can have caused it: a slot error (MOVED, ASK, CLUSTERDOWN, TRYAGAIN) or
+// NOSUB, when the push counted as its answer was one the server sent by itself (a slot that
+// moved away unsubscribes its channels: valkey-io/valkey#1066).
+bool Connection::absorb_unsubscribe(const Reply& reply) {
+  if (!reply.is_error()) return false;
+  Pending& ping = inflight_.front();
+  if (!ping.unsubscribe_answered) {
+    ping.unsubscribe_answered = true;
+    return true;
+  }
+  const std::string_view prefix = reply.error_prefix();
+  return prefix == "MOVED" || prefix == "ASK" || prefix == "CLUSTERDOWN" || prefix == "TRYAGAIN" || prefix == "NOSUB";
 }
 
 // A script command's one retry, on this connection (so that a WAIT after it, or a release

@@ -87,9 +87,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
     // and for the retry itself.
     const Script* script = nullptr;
     std::string payload;
-    // The PING written after a subscriber's handler-less (S)UNSUBSCRIBE (enqueue_write): error
-    // replies that arrive while it is the oldest belong to the unsubscribe and end there.
+    // The PING written after a subscriber's handler-less (S)UNSUBSCRIBE (enqueue_write; what
+    // on_reply does with the replies that arrive while it is the oldest: absorb_unsubscribe).
     bool absorbs_errors = false;
+    bool unsubscribe_answered = false;  // by an unsubscribe push, or by an error absorbed
   };
 
   void connect();
@@ -101,6 +102,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void flush();
   void read();
   void on_reply(Reply&& reply);
+  bool absorb_unsubscribe(const Reply& reply);
   bool retry_script(Pending& p, const Reply& reply);
   void arm_timeout();
   void fail(Error why, bool reconnect);

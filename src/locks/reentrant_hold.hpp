@@ -34,9 +34,11 @@ struct ReentrantLayout {
   std::string name;          // the lock's name: for messages and Lease::name()
   std::string key;           // P{N}, or N in Redisson mode
   std::string fence_key;     // P{N}:fence; empty in Redisson mode (no fencing token)
-  std::string channel;       // P{N}:ch, or redisson_lock__channel:{N}
+  std::string channel;       // P{N}:ch, or redisson_lock__channel:{N} (:N when N has a '{')
   std::string message;       // published by the last release: "released", or Redisson's "0"
-  std::string latch_prefix;  // + take id = a take's release latch: P{N}:rel: or redisson_unlock_latch:{N}:
+  // + take id = a take's release latch: P{N}:rel:, or redisson_unlock_latch:{N}: (:N: when N
+  // has a '{')
+  std::string latch_prefix;
   bool fencing() const noexcept { return !fence_key.empty(); }
 };
 

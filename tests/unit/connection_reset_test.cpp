@@ -238,4 +238,28 @@ TEST_F(SubscriberRepliesTest, AnUnsubscribeAnsweredByItsPushLeavesTheRepliesInOr
   EXPECT_EQ(log_.pushes.size(), 1u);
 }
 
+// The PING itself refused (a server loading its data answers PING with LOADING): that error
+// is the PING's answer, and the replies after it are not shifted.
+TEST_F(SubscriberRepliesTest, APingRefusedAfterTheUnsubscribeIsTheLastReplyItTakes) {
+  const auto [b, c] = run("*3\r\n$10\r\nssubscribe\r\n$1\r\nb\r\n:1\r\n"
+                          "*3\r\n$12\r\nsunsubscribe\r\n$1\r\na\r\n:1\r\n"
+                          "-LOADING Redis is loading the dataset in memory\r\n"
+                          "-MOVED 7638 127.0.0.1:7392\r\n");
+  EXPECT_EQ(b, Reply::make_array({Reply::make_string("ssubscribe"), Reply::make_string("b"), Reply::make_integer(1)}).to_string());
+  EXPECT_EQ(c, Reply::make_error("MOVED 7638 127.0.0.1:7392").to_string()) << "c's own answer";
+  EXPECT_EQ(conn_->state(), Connection::State::ready) << conn_->last_error().what();
+}
+
+// The server unsubscribed the channel by itself (its slot moved away) just before answering the
+// unsubscribe with MOVED: the push is not the answer, the MOVED is, and the PING's follows.
+TEST_F(SubscriberRepliesTest, AServersOwnUnsubscribePushBeforeTheRefusalKeepsRepliesInOrder) {
+  const auto [b, c] = run("*3\r\n$10\r\nssubscribe\r\n$1\r\nb\r\n:1\r\n"
+                          "*3\r\n$12\r\nsunsubscribe\r\n$1\r\na\r\n:0\r\n"
+                          "-MOVED 15495 127.0.0.1:7392\r\n"
+                          "*2\r\n$4\r\npong\r\n$0\r\n\r\n"
+                          "*3\r\n$10\r\nssubscribe\r\n$1\r\nc\r\n:1\r\n");
+  EXPECT_EQ(c, Reply::make_array({Reply::make_string("ssubscribe"), Reply::make_string("c"), Reply::make_integer(1)}).to_string());
+  EXPECT_EQ(conn_->state(), Connection::State::ready) << conn_->last_error().what();
+}
+
 }  // namespace

@@ -62,7 +62,8 @@ TEST(SlotMapTest, ParsesRedirects) {
   EXPECT_FALSE(parse_redirect("MOVED 1 h", "from"));
   EXPECT_FALSE(parse_redirect("ERR x", "from"));
   // An unknown endpoint: the target is on the redirecting node's host.
-  for (const char* text : {"MOVED 12182 :17003", "MOVED 12182 ?:17003", "ASK 12182 :17003"}) {
+  EXPECT_FALSE(parse_redirect("MOVED 12182 ?:17003", "10.0.0.7")) << "the target's host is unknown";
+  for (const char* text : {"MOVED 12182 :17003", "ASK 12182 :17003"}) {
     auto r = parse_redirect(text, "10.0.0.7");
     ASSERT_TRUE(r) << text;
     EXPECT_EQ(r->to.key(), "10.0.0.7:17003") << text;
