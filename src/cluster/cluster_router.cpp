@@ -339,7 +339,9 @@ void ClusterRouter::retire(const std::string& key) {
   const bool seed = std::any_of(seeds_.begin(), seeds_.end(), [&](const ServerAddress& s) {
     return s.host == n->address.host && s.port == n->address.port;
   });
-  if (primary || seed || n->any_ready()) return;
+  // A node a MOVED pointed slots at is kept until a map says otherwise (moved() asked for one).
+  const bool routed = std::find(slots_.begin(), slots_.end(), n) != slots_.end();
+  if (primary || seed || routed || n->any_ready()) return;
   const Error why(errc::connection, n->address.display() + " is unreachable and serves no slots");
   n->close(why);
   if (auto a = ack_conns_.find(n); a != ack_conns_.end()) {

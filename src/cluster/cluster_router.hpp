@@ -71,8 +71,8 @@ class ClusterRouter {
   struct Routed;
   void dispatch(const std::shared_ptr<Routed>& r);
   // `from_host`: the host the answering node was reached at (for a redirect naming no host).
-  // Closes the node `key` ("host:port") and keeps it in retired_ unless it is a primary, a seed
-  // or connected.
+  // Closes the node `key` ("host:port") and keeps it in retired_ unless it is a primary, a seed,
+  // the owner of a slot in slots_, or connected.
   void retire(const std::string& key);
   void handle(const std::shared_ptr<Routed>& r, Result<Reply>&& res, const std::string& from_host);
   // Re-sends `r` after a short, growing delay (through dispatch_acked() when `acked`), or
