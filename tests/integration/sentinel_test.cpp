@@ -2,9 +2,7 @@
 // discovery, failover during a workload, and clear errors for a wrong setup.
 #include <gtest/gtest.h>
 
-#include <netinet/in.h>
 #include <poll.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -13,6 +11,7 @@
 
 #include "dlock/dlock.hpp"
 #include "support/lock_helpers.hpp"
+#include "support/loopback_listener.hpp"
 #include "support/raw_connection.hpp"
 #include "support/redis_sentinel.hpp"
 #include "support/wait.hpp"
@@ -59,21 +58,11 @@ TEST(SentinelTest, NoSentinelReachableFailsFast) {
 class ClosingListener {
  public:
   ClosingListener() {
-    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    if (fd_ < 0 || ::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(fd_, 64) != 0 ||
-        ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
-      throw std::runtime_error("cannot listen on loopback");
-    }
-    port_ = ntohs(a.sin_port);
     thread_ = std::thread([this] {
       while (!stop_) {
-        pollfd p{fd_, POLLIN, 0};
+        pollfd p{listener_.fd(), POLLIN, 0};
         if (::poll(&p, 1, 20) <= 0) continue;
-        const int c = ::accept(fd_, nullptr, nullptr);
+        const int c = listener_.accept();
         if (c >= 0) {
           ++accepted_;
           ::close(c);
@@ -84,14 +73,12 @@ class ClosingListener {
   ~ClosingListener() {
     stop_ = true;
     thread_.join();
-    ::close(fd_);
   }
-  int port() const { return port_; }
+  int port() const { return listener_.port(); }
   long accepted() const { return accepted_; }
 
  private:
-  int fd_ = -1;
-  int port_ = 0;
+  LoopbackListener listener_;
   std::atomic<bool> stop_{false};
   std::atomic<long> accepted_{0};
   std::thread thread_;

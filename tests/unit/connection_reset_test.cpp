@@ -22,6 +22,7 @@
 #include "dlock/url.hpp"
 #include "io/command.hpp"
 #include "io/connection.hpp"
+#include "support/loopback_listener.hpp"
 
 namespace {
 
@@ -30,33 +31,6 @@ using dlock::Reply;
 using dlock::Result;
 using dlock::detail::Command;
 using dlock::detail::Connection;
-
-// A listening TCP socket on a free loopback port; accepts by hand.
-class Listener {
- public:
-  Listener() {
-    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    if (fd_ < 0 || ::bind(fd_, reinterpret_cast<sockaddr*>(&a), len) != 0 || ::listen(fd_, 4) != 0 ||
-        ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
-      ADD_FAILURE() << "cannot listen on loopback";
-      return;
-    }
-    port_ = ntohs(a.sin_port);
-  }
-  ~Listener() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  int port() const { return port_; }
-  int accept() { return ::accept(fd_, nullptr, nullptr); }
-
- private:
-  int fd_ = -1;
-  int port_ = 0;
-};
 
 // Sends `bytes`, then closes with SO_LINGER 0: the peer receives the bytes, then a reset.
 void say_then_reset(int fd, const std::string& bytes) {
@@ -119,7 +93,7 @@ class ConnectionResetTest : public testing::Test {
     return std::move(*got);
   }
 
-  Listener server_;
+  dlock::test::LoopbackListener server_{4};
   asio::io_context io_;
   dlock::ClientOptions options_;
   StateLog log_;
