@@ -85,8 +85,9 @@ class ClientCore : public std::enable_shared_from_this<ClientCore>, public Conne
   bool held_release_pending() const;
   // True on a thread that runs some Client's event loop (this one's or another's).
   static bool on_a_loop_thread() noexcept;
-  // For messages and the database number: the server (standalone), the first seed (Cluster) or
-  // the first sentinel with the primary's database (Sentinel). Fixed for the Client's life.
+  // The database number, and Client::address(): the server (standalone), the first seed
+  // (Cluster) or the first sentinel with the primary's database (Sentinel). Fixed for the
+  // Client's life. Messages use where().
   const ServerAddress& address() const noexcept { return address_; }
   // Where this Client's commands go, for messages: the server, the first Cluster seed, or "the
   // primary 'NAME' of its sentinels" (not a sentinel's address: no lock lives there).

@@ -312,11 +312,12 @@ void ClusterRouter::install(SlotMap map) {
   if (on_topology_) on_topology_();
 }
 
+bool ClusterRouter::is_primary(const std::string& key) const {
+  return std::any_of(primaries_.begin(), primaries_.end(), [&](const NodeEndpoint& p) { return p.key() == key; });
+}
+
 void ClusterRouter::on_node_down(const Connection& c) {
   if (!have_map_) return refresh_soon();
-  auto is_primary = [this](const std::string& key) {
-    return std::any_of(primaries_.begin(), primaries_.end(), [&](const NodeEndpoint& p) { return p.key() == key; });
-  };
   for (const auto& [key, n] : nodes_) {
     if (!n->owns(c)) continue;
     if (is_primary(key)) return refresh_soon();
@@ -334,14 +335,12 @@ void ClusterRouter::retire(const std::string& key) {
   auto it = nodes_.find(key);
   if (it == nodes_.end()) return;
   Node* n = it->second.get();
-  const bool primary =
-      std::any_of(primaries_.begin(), primaries_.end(), [&](const NodeEndpoint& p) { return p.key() == key; });
   const bool seed = std::any_of(seeds_.begin(), seeds_.end(), [&](const ServerAddress& s) {
     return s.host == n->address.host && s.port == n->address.port;
   });
   // A node a MOVED pointed slots at is kept until a map says otherwise (moved() asked for one).
   const bool routed = std::find(slots_.begin(), slots_.end(), n) != slots_.end();
-  if (primary || seed || routed || n->any_ready()) return;
+  if (is_primary(key) || seed || routed || n->any_ready()) return;
   const Error why(errc::connection, n->address.display() + " is unreachable and serves no slots");
   n->close(why);
   if (auto a = ack_conns_.find(n); a != ack_conns_.end()) {

@@ -54,7 +54,6 @@ class ClusterRouter {
   ServerAddress node_of(std::string_view key);
   std::vector<ServerAddress> primaries() const;
   bool owns(const Connection& c) const;
-  // A connection of some node failed: the topology may have changed.
   // A command connection went down: a new map is asked for when it was a primary's (or no map
   // is known yet). A node that serves no slots (a seed that left, a primary failed over) goes
   // down on every reconnect attempt while it stays dead: that changes nothing to route by.
@@ -71,10 +70,11 @@ class ClusterRouter {
   struct Routed;
   void dispatch(const std::shared_ptr<Routed>& r);
   // `from_host`: the host the answering node was reached at (for a redirect naming no host).
-  // Closes the node `key` ("host:port") and keeps it in retired_ unless it is a primary, a seed,
-  // the owner of a slot in slots_, or connected.
-  void retire(const std::string& key);
   void handle(const std::shared_ptr<Routed>& r, Result<Reply>&& res, const std::string& from_host);
+  bool is_primary(const std::string& key) const;  // key: "host:port"
+  // Closes the node `key` and keeps it in retired_ unless it is a primary, a seed, the owner of
+  // a slot in slots_, or connected.
+  void retire(const std::string& key);
   // Re-sends `r` after a short, growing delay (through dispatch_acked() when `acked`), or
   // delivers `last` when the delay would pass its deadline.
   void retry_later(const std::shared_ptr<Routed>& r, Result<Reply>&& last, bool acked = false);

@@ -320,7 +320,7 @@ void Connection::on_reply(Reply&& reply) {
       // Most likely the answer of the oldest unsubscribe still unanswered (or one the server
       // sent by itself: absorb_unsubscribe allows for that).
       for (auto& q : inflight_) {
-        if (q.absorbs_errors && !q.unsubscribe_answered) {
+        if (q.behind_unsubscribe && !q.unsubscribe_answered) {
           q.unsubscribe_answered = true;
           break;
         }
@@ -332,7 +332,7 @@ void Connection::on_reply(Reply&& reply) {
   if (inflight_.empty()) {
     return fail(Error(errc::protocol, "unexpected reply from " + name_ + ": " + reply.to_string()), true);
   }
-  if (inflight_.front().absorbs_errors && absorb_unsubscribe(reply)) return;
+  if (inflight_.front().behind_unsubscribe && absorb_unsubscribe(reply)) return;
   Pending p = std::move(inflight_.front());
   inflight_.pop_front();
   // The timer waits for the answered command's deadline; the next one's may be earlier (a WAIT

@@ -89,7 +89,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     std::string payload;
     // The PING written after a subscriber's handler-less (S)UNSUBSCRIBE (enqueue_write; what
     // on_reply does with the replies that arrive while it is the oldest: absorb_unsubscribe).
-    bool absorbs_errors = false;
+    bool behind_unsubscribe = false;
     bool unsubscribe_answered = false;  // by an unsubscribe push, or by an error absorbed
   };
 
