@@ -13,6 +13,7 @@ Result<void> validate(const ClientOptions& o) {
   if (auto ok = detail::validate_prefix(o.key_prefix); !ok) return ok;
   if (o.connect_timeout.count() <= 0) return Error(errc::invalid_argument, "connect_timeout must be positive");
   if (o.command_timeout.count() <= 0) return Error(errc::invalid_argument, "command_timeout must be positive");
+  if (o.ping_interval.count() < 0) return Error(errc::invalid_argument, "ping_interval must not be negative (0: off)");
   if (o.busy_poll.count() < 0 || o.busy_poll > std::chrono::milliseconds(10)) {
     return Error(errc::invalid_argument, "busy_poll must be between 0 and 10 ms");
   }
@@ -30,6 +31,7 @@ Result<void> validate(const ClientOptions& o) {
   }
   if (o.max_queued_commands == 0) return Error(errc::invalid_argument, "max_queued_commands must be positive");
   for (auto [what, d] : {std::pair{"connect_timeout", o.connect_timeout}, std::pair{"command_timeout", o.command_timeout},
+                         std::pair{"ping_interval", o.ping_interval},
                          std::pair{"shutdown_timeout", o.shutdown_timeout},
                          std::pair{"replication_ack.timeout", o.replication_ack.timeout},
                          std::pair{"reconnect.initial", o.reconnect.initial}, std::pair{"reconnect.max", o.reconnect.max}}) {

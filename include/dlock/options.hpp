@@ -93,6 +93,17 @@ struct ClientOptions {
   // because a pipelined reply stream cannot be resynchronised. ReplicationAck's WAIT gets its
   // own timeout on top (see ReplicationAck).
   milliseconds command_timeout{3000};
+  // A connection with no command awaiting a reply sends its server a PING this often, timed by
+  // command_timeout like any command. A peer that vanished without a reset (its host gone, a NAT
+  // or firewall that dropped an idle flow) sends nothing, and an idle connection would never
+  // notice: a waiter's subscription would miss every release (its wait then ends only at the
+  // holder's TTL), a Sentinel watch every failover, and the next command would pay
+  // command_timeout first. So such a connection is found dead within ping_interval +
+  // command_timeout, closed and reconnected (subscriptions are made again and their waiters
+  // re-check the lock). Also keeps idle flows alive through middleboxes that drop them. One
+  // PING per idle connection per interval, none on a connection that has commands in flight.
+  // 0 turns it off.
+  milliseconds ping_interval{10000};
   // Command connections per node. Commands from all threads are pipelined over these; there is
   // no connection per lock or per thread. The subscriber connection comes on top. All commands
   // of one lock (its keys share the hash tag {N}) take the same connection, chosen by the

@@ -21,6 +21,7 @@ Connection::Connection(asio::io_context& io, ServerAddress address, const Client
       connect_timer_(io),
       timeout_timer_(io),
       reconnect_timer_(io),
+      ping_timer_(io),
       backoff_(options.reconnect) {}
 
 Connection::~Connection() = default;
@@ -28,6 +29,7 @@ Connection::~Connection() = default;
 void Connection::set_state(State s) {
   if (state_ == s) return;
   state_ = s;
+  if (s == State::ready) arm_ping();
   if (observer_ != nullptr) observer_->on_connection_state(*this, s);
 }
 
@@ -413,12 +415,28 @@ void Connection::arm_timeout() {
   });
 }
 
+// ClientOptions::ping_interval. Only a command in flight is timed (arm_timeout), so a connection
+// with none would never learn that its peer vanished without a reset: every tick that finds
+// nothing in flight sends a PING, which is timed like any command, and its timeout closes the
+// connection and reconnects (a subscriber's observer subscribes again). The timer holds a weak
+// reference: an abandoned Connection is not kept alive by its own pings.
+void Connection::arm_ping() {
+  if (options_.ping_interval.count() <= 0) return;
+  ping_timer_.expires_after(options_.ping_interval);
+  ping_timer_.async_wait([this, weak = weak_from_this(), gen = generation_](std::error_code ec) {
+    if (ec || weak.expired() || gen != generation_ || state_ != State::ready) return;
+    if (inflight_.empty()) enqueue_write(Command{format_command({"PING"}), [](Result<Reply>) {}});
+    arm_ping();
+  });
+}
+
 void Connection::fail(Error why, bool reconnect) {
   ++generation_;
   stream_.close();
   resolver_.cancel();
   connect_timer_.cancel();
   timeout_timer_.cancel();
+  ping_timer_.cancel();
   timeout_armed_ = false;
   writing_ = false;
   write_error_.reset();

@@ -10,6 +10,9 @@
 //    resynchronised, and a reply arriving late would be matched to the wrong command.
 //  - Commands in flight when the connection dies fail at once with errc::connection; none hangs.
 //  - While the node is unreachable (state down) new commands fail fast instead of piling up.
+//  - A connection with nothing in flight PINGs its server every ClientOptions::ping_interval:
+//    a peer that vanished without a reset is otherwise never noticed by an idle connection (a
+//    subscriber's, above all), since only a command's timeout can tell.
 //  - Reconnects use capped exponential backoff with jitter; each (re)connect sends AUTH, SELECT
 //    and CLIENT SETNAME before any queued command is written.
 //  - TLS (address.tls.enabled): each attempt is a new TCP connection and a new TLS session
@@ -105,6 +108,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool absorb_unsubscribe(const Reply& reply);
   bool retry_script(Pending& p, const Reply& reply);
   void arm_timeout();
+  void arm_ping();
   void fail(Error why, bool reconnect);
   void set_state(State s);
   Error io_error(const char* what, const std::error_code& ec) const;
@@ -121,6 +125,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   BootTimer connect_timer_;
   BootTimer timeout_timer_;
   BootTimer reconnect_timer_;
+  BootTimer ping_timer_;  // ClientOptions::ping_interval, while ready
   bool timeout_armed_ = false;
   BootClock::time_point timeout_at_{};  // what the armed timer waits for
   bool tls_handshaking_ = false;  // TCP is up, the TLS handshake is not done (for messages)

@@ -39,6 +39,7 @@ struct Conn {
   int server = -1;                // -1: accepted during a black hole, never connected
   Pipe to_server, to_client;
   bool swallowed = false;         // a black hole threw bytes of it away
+  bool severed = false;           // sever(): the server's side is closed, the client's ignored
   bool dead = false;
 };
 
@@ -148,9 +149,12 @@ void FaultProxy::pause() { set_mode(Mode::pause, std::chrono::milliseconds(0)); 
 void FaultProxy::blackhole() { set_mode(Mode::blackhole, std::chrono::milliseconds(0)); }
 void FaultProxy::hold_replies() { set_mode(Mode::hold_replies, std::chrono::milliseconds(0)); }
 
-void FaultProxy::drop() {
+void FaultProxy::drop() { act(drop_requested_); }
+void FaultProxy::sever() { act(sever_requested_); }
+
+void FaultProxy::act(bool& request) {
   std::unique_lock lk(mu_);
-  drop_requested_ = true;
+  request = true;
   const std::uint64_t target = drops_done_ + 1;
   wake();
   // Without waiting, a mode set right after (pass()) could be seen by the proxy thread in the
@@ -191,6 +195,7 @@ void FaultProxy::run() noexcept {
     Mode mode;
     std::chrono::milliseconds delay;
     bool drop_now;
+    bool sever_now;
     {
       std::lock_guard lk(mu_);
       if (stop_) break;
@@ -198,9 +203,20 @@ void FaultProxy::run() noexcept {
       delay = delay_;
       drop_now = drop_requested_;
       drop_requested_ = false;
+      sever_now = sever_requested_;
+      sever_requested_ = false;
     }
-    if (drop_now) {
-      for (Conn& c : conns) close_conn(c);
+    if (drop_now || sever_now) {
+      for (Conn& c : conns) {
+        if (drop_now) {
+          close_conn(c);
+        } else if (!c.dead) {
+          close_fd(c.server);
+          c.to_server.queue.clear();
+          c.to_client.queue.clear();
+          c.severed = true;
+        }
+      }
       {
         std::lock_guard lk(mu_);
         ++drops_done_;
@@ -210,7 +226,7 @@ void FaultProxy::run() noexcept {
     if (last_mode == Mode::blackhole && mode != Mode::blackhole) {
       // The black hole broke these byte streams; close them as a TCP reset would.
       for (Conn& c : conns) {
-        if (!c.dead && (c.swallowed || c.server < 0)) close_conn(c);
+        if (!c.dead && !c.severed && (c.swallowed || c.server < 0)) close_conn(c);
       }
     }
     last_mode = mode;
@@ -295,6 +311,7 @@ void FaultProxy::run() noexcept {
         std::string got;
         ok = read_some(fd, got);
         if (got.empty()) continue;
+        if (c.severed) continue;
         if (mode == Mode::blackhole) {
           c.swallowed = true;
           continue;

@@ -22,6 +22,11 @@
 //   drop()     closes every proxied connection now (both sides), whatever the mode. Returns
 //              once they are closed: bytes held for them are gone, and a mode set afterwards
 //              applies only to connections accepted later.
+//   sever()    every proxied connection open now goes silent for good, whatever the mode: the
+//              server's side is closed, the client's stays open and what the client sends is
+//              thrown away, with no reset and no answer (a host that vanished, a NAT or
+//              firewall that dropped an idle flow). Connections accepted later follow the mode.
+//              Returns once done.
 //
 // Runs on its own thread (poll loop); the destructor stops it and closes every socket.
 // Not copyable or movable.
@@ -58,6 +63,7 @@ class FaultProxy {
   void blackhole();
   void hold_replies();
   void drop();
+  void sever();
 
   Mode mode() const;
   // Proxied connections currently open (client side accepted, not yet closed).
@@ -67,6 +73,8 @@ class FaultProxy {
 
  private:
   void set_mode(Mode m, std::chrono::milliseconds d);
+  // drop()/sever(): sets `request` and waits until the proxy thread carried it out.
+  void act(bool& request);
   void wake() noexcept;
   void run() noexcept;
 
@@ -80,7 +88,8 @@ class FaultProxy {
   Mode mode_ = Mode::pass;
   std::chrono::milliseconds delay_{0};
   bool drop_requested_ = false;
-  std::uint64_t drops_done_ = 0;  // drops the proxy thread has carried out (under mu_)
+  bool sever_requested_ = false;
+  std::uint64_t drops_done_ = 0;  // drops and severs the proxy thread carried out (under mu_)
   std::condition_variable dropped_;
   bool stop_ = false;
 

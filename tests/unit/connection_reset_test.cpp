@@ -1,7 +1,8 @@
 // Unit tests for dlock::detail::Connection (src/io/connection.hpp) against a peer the test plays
 // by hand on a real loopback socket: a peer that says why it drops a connection and then resets
 // it (its reason must reach the caller, not the write error that the reset leaves behind); a
-// subscriber's unsubscribe answered with an error; the timeout after a long WAIT. The test
+// subscriber's unsubscribe answered with an error; the timeout after a long WAIT; the PING of
+// an idle connection (ClientOptions::ping_interval) to a peer that stopped answering. The test
 // drives the event loop itself, so the order of events is fixed, not timed.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
@@ -234,6 +235,94 @@ TEST_F(SubscriberRepliesTest, AServersOwnUnsubscribePushBeforeTheRefusalKeepsRep
                           "*3\r\n$10\r\nssubscribe\r\n$1\r\nc\r\n:1\r\n");
   EXPECT_EQ(c, Reply::make_array({Reply::make_string("ssubscribe"), Reply::make_string("c"), Reply::make_integer(1)}).to_string());
   EXPECT_EQ(conn_->state(), Connection::State::ready) << conn_->last_error().what();
+}
+
+// ClientOptions::ping_interval: a connection with nothing in flight PINGs its peer, so a peer
+// that stopped answering without a reset (its host gone, a middlebox that dropped the flow) is
+// found out by the PING's timeout instead of the connection looking ready for ever.
+class ConnectionPingTest : public ConnectionResetTest {
+ protected:
+  void SetUp() override {
+    options_.ping_interval = 100ms;
+    ConnectionResetTest::SetUp();
+  }
+  // Plays a server that answers every PING with `pong` for `how_long` of loop time; returns
+  // how many PINGs it answered. Fails the test on any other byte.
+  int answer_pings(const std::string& pong, std::chrono::milliseconds how_long) {
+    const std::string ping = dlock::detail::format_command({"PING"});
+    const auto end = std::chrono::steady_clock::now() + how_long;
+    std::string got;
+    int answered = 0;
+    while (std::chrono::steady_clock::now() < end) {
+      io_.restart();
+      io_.run_one_for(10ms);
+      got += drain(peer_);
+      while (got.rfind(ping, 0) == 0) {
+        got.erase(0, ping.size());
+        EXPECT_EQ(::send(peer_, pong.data(), pong.size(), 0), static_cast<ssize_t>(pong.size()));
+        ++answered;
+      }
+    }
+    EXPECT_EQ(got, "") << "the connection wrote something other than PING";
+    return answered;
+  }
+};
+
+TEST_F(ConnectionPingTest, AnIdleConnectionWhosePeerStopsAnsweringIsClosedByItsPing) {
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(run_until(io_, [&] { return log_.down_because.has_value(); }))
+      << "an idle connection to a silent peer still looks " << static_cast<int>(conn_->state());
+  const auto took = std::chrono::steady_clock::now() - t0;
+  EXPECT_NE(log_.down_because->find("no reply from"), std::string::npos) << *log_.down_because;
+  EXPECT_EQ(drain(peer_), dlock::detail::format_command({"PING"})) << "one PING, then the timeout";
+  // ping_interval 100 ms, then command_timeout 300 ms.
+  EXPECT_GE(took, 400ms);
+}
+
+TEST_F(ConnectionPingTest, AnsweredPingsKeepAnIdleConnectionReady) {
+  const int pings = answer_pings("+PONG\r\n", 1000ms);
+  EXPECT_GE(pings, 4) << "one PING per 100 ms of idleness";
+  EXPECT_LE(pings, 11);
+  EXPECT_EQ(conn_->state(), Connection::State::ready) << conn_->last_error().what();
+  EXPECT_FALSE(log_.down_because.has_value()) << *log_.down_because;
+}
+
+// A command awaiting its reply is timed by its own deadline: no PING is added behind it.
+TEST_F(ConnectionPingTest, NoPingWhileACommandAwaitsItsReply) {
+  std::optional<Result<Reply>> reply;
+  conn_->send(Command{dlock::detail::format_command({"WAIT", "1", "2000"}),
+                      [&](Result<Reply> r) { reply = std::move(r); }, 2000ms});
+  const auto end = std::chrono::steady_clock::now() + 500ms;
+  while (std::chrono::steady_clock::now() < end) {
+    io_.restart();
+    io_.run_one_for(10ms);
+  }
+  EXPECT_EQ(drain(peer_), dlock::detail::format_command({"WAIT", "1", "2000"}));
+  ASSERT_EQ(::send(peer_, ":0\r\n", 4, 0), 4);
+  ASSERT_TRUE(run_until(io_, [&] { return reply.has_value(); }));
+  ASSERT_TRUE(reply->ok()) << reply->error().what();
+  EXPECT_EQ((*reply)->integer(), 0);
+  // Idle again: the PINGs resume.
+  EXPECT_GE(answer_pings("+PONG\r\n", 500ms), 2);
+}
+
+class SubscriberPingTest : public ConnectionPingTest {
+ protected:
+  bool subscriber() const override { return true; }
+};
+
+// In subscribe mode a server answers PING with ["pong", ""]: that is the PING's reply, not a
+// message for the observer, and the subscriber stays up.
+TEST_F(SubscriberPingTest, ASubscribersPingIsAnsweredInSubscribeForm) {
+  const int pings = answer_pings("*2\r\n$4\r\npong\r\n$0\r\n\r\n", 600ms);
+  EXPECT_GE(pings, 2);
+  EXPECT_EQ(conn_->state(), Connection::State::ready) << conn_->last_error().what();
+  EXPECT_TRUE(log_.pushes.empty());
+}
+
+TEST_F(SubscriberPingTest, ASubscriberWhosePeerStopsAnsweringIsClosedByItsPing) {
+  ASSERT_TRUE(run_until(io_, [&] { return log_.down_because.has_value(); }));
+  EXPECT_NE(log_.down_because->find("no reply from"), std::string::npos) << *log_.down_because;
 }
 
 }  // namespace
