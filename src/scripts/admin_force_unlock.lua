@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- Force-unlock whatever lock lives under one name (dlock/admin.hpp: force_unlock): remove every
 -- hold, announce the revocation, and wake waiters -- for a FairLock, the head of its queue.
 -- KEYS[1] P{N}  KEYS[2] P{N}:queue  KEYS[3] P{N}:readers  KEYS[4] P{N}:permits

@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- A FairLock waiter gives up (timed out, cancelled, or unsure whether its last try took the
 -- lock): leave the queue, and drop the lock too if it holds it (a try whose reply never came
 -- took it, or a release handed it over just as the waiter gave up). A lock dropped here, or

@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- Force-unlock a FairLock (for `dlock unlock --force`): remove whoever holds it, announce the
 -- revocation to the holder, and wake the head of the queue only.
 -- KEYS[1]  the lock key            P{N}

@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- Release a FairLock and hand it straight to the waiter at the head of the queue: the lock key
 -- takes the head's owner token and lease TTL, the fence counts one acquisition, the head leaves
 -- the queue and is told 'granted <fencing token> <its id>' on its channel. The head needs no try

@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- Release a MultiLock: compare-and-delete every lock of the set, then give each one's next turn.
 -- KEYS     [queue,] lock1, rel1, roll1, lock2, rel2, roll2, ...   (P{N}, P{N}:rel and
 --          P{N}:waiters, names sorted)

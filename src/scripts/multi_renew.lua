@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- Renew or extend a MultiLock lease, only while this owner still holds every lock of the set.
 -- KEYS     lock1, lock2, ...                (P{N}, names sorted)
 -- ARGV[1]  owner token

@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- Release a Mutex: compare-and-delete, then wake the next waiter.
 -- KEYS[1]  the lock key            P{N}
 -- KEYS[2]  the release marker      P{N}:rel

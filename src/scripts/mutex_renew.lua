@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- Renew or extend a Mutex lease, only while this owner still holds it.
 -- KEYS[1]  the lock key            P{N}
 -- ARGV[1]  owner token

@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- A Client's last waiter for a Mutex gave up (timeout, cancellation, shutdown): give its place
 -- on the waiters' roll back. When the lock is free, a release may have named this Client after
 -- it stopped listening, so the turn passes to the next waiter (as in mutex_release.lua).

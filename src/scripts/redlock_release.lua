@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- Release a Redlock hold on ONE node: compare-and-delete, then notify waiters. As
 -- mutex_release, except that a node where the key is already gone gets a tombstone, so a
 -- renewal that crosses this release on the wire cannot set the key there again.

@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- Renew a Redlock hold on ONE node: extend it where this owner holds it, and set it again
 -- (NX) where the key is gone, e.g. after the node restarted empty.
 -- KEYS[1]  the lock key            P{N}

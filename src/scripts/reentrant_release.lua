@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- Release one take of a ReentrantMutex (decrement), or the owner's whole hold.
 -- KEYS[1]  the lock key            P{N} or N
 -- KEYS[2]  this take's release latch: P{N}:rel:<take id> (Redisson mode:

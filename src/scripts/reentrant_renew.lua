@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- Renew a ReentrantMutex hold, once for the whole hold whatever its count.
 -- KEYS[1]  the lock key            P{N} or N
 -- ARGV[1]  owner identity (the hash field)

@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- Turn a SharedMutex write hold into a read hold of the same owner, without a moment unheld.
 -- KEYS[1]  P{N}          hash: kind, writer
 -- KEYS[2]  P{N}:readers  zset: reader owner token -> expiry (server ms)

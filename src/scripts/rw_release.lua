@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- Release a SharedMutex hold (writer or reader), then notify waiters.
 -- KEYS[1]  P{N}           hash: kind, writer
 -- KEYS[2]  P{N}:readers   zset: reader owner token -> expiry (server ms)

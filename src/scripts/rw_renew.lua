@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- Renew or extend a SharedMutex hold (writer or reader), only while this owner still holds it.
 -- KEYS[1]  P{N}          hash: kind, writer
 -- KEYS[2]  P{N}:readers  zset: reader owner token -> expiry (server ms)

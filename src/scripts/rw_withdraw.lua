@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- Withdraw a writer's intent when it stops waiting (timeout, cancel, error), so readers it
 -- blocked need not wait for the intent to expire.
 -- KEYS[1]  P{N}:wintent  zset: waiting writers' intents

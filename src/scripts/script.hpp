@@ -6,6 +6,11 @@
 // first (code several scripts share: Redis runs each script alone); `source` and `sha1` are the
 // expanded text's. The scripts several files use are declared below; a lock kind declares its
 // own scripts in its source file.
+//
+// Scripts that renew, release, withdraw or dequeue open with "#!lua flags=allow-oom" (Redis 7):
+// at maxmemory (noeviction) Redis refuses a script's first write that may grow memory (SET,
+// ZADD, INCR), and a holder must still be able to keep and give back what it holds. Acquire
+// scripts have no flags: an acquisition at maxmemory fails, as it should.
 #pragma once
 
 namespace dlock::detail {

@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- Release the permits of one Semaphore acquisition, then notify waiters.
 -- KEYS[1]  P{N}:permits   zset: permit id -> expiry (server ms)
 -- KEYS[2]  P{N}:released  zset: owner token -> when it released (server ms), for idempotence;

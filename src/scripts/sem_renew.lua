@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- Renew or extend the permits of one Semaphore acquisition, only while all are still held.
 -- KEYS[1]  P{N}:permits   zset: permit id -> expiry (server ms)
 -- KEYS[2]  P{N}           hash: kind = 'Semaphore', the name's claim (sem_acquire.lua); optional

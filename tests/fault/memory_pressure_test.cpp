@@ -1,9 +1,11 @@
 // maxmemory reached with maxmemory-policy noeviction (issue #7): new acquisitions fail with a
-// clear error, while leases already held keep being renewed and can be released.
+// clear error, while leases already held, of every kind, keep being renewed and can be released
+// (their renew and release scripts carry `#!lua flags=allow-oom`).
 
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <future>
 #include <string>
 #include <thread>
 
@@ -72,6 +74,64 @@ TEST_F(MemoryPressureTest, AcquireFailsClearlyWhileRenewalsAndReleasesKeepWorkin
   ASSERT_EQ(raw.cmd({"CONFIG", "SET", "maxmemory", "0"}), "OK");
   auto again = fresh.acquire(dlock::test::no_wait());
   EXPECT_TRUE(again.ok()) << again.error().what();
+}
+
+// Each kind's renew and release scripts at maxmemory. Without allow-oom, a script's first write
+// that may grow memory is refused: a SharedMutex reader's and a Semaphore permit's renewal (ZADD
+// XX), a ReentrantMutex release (its SET NX latch) and a FairLock release that hands the lock to
+// a queued waiter (INCR of the fencing counter) all failed, and the leases were lost or stuck.
+TEST_F(MemoryPressureTest, EveryKindRenewsAndReleasesAtMaxmemory) {
+  dlock::Client client(server.url());
+  dlock::Client other(server.url());
+  dlock::test::LossProbe probe;
+  auto lease_opts = dlock::test::watchdog(600ms);
+  probe.attach(lease_opts);
+  dlock::SharedMutex rw(client, "rw", lease_opts);
+  dlock::SharedMutex w(client, "w", lease_opts);
+  dlock::Semaphore sem(client, "sem", 2, lease_opts);
+  dlock::ReentrantMutex::Options ro;
+  ro.lease = lease_opts;
+  dlock::ReentrantMutex re(client, "re", ro);
+  dlock::FairLock fair(client, "fair", lease_opts);
+  dlock::FairLock fair_waiter(other, "fair", dlock::test::watchdog(600ms));
+  auto reader = rw.acquire_shared();
+  auto writer = w.acquire();
+  auto permit = sem.acquire(1);
+  auto take = re.acquire();
+  auto head = fair.acquire();
+  for (auto* l : {&reader, &writer, &permit, &take, &head}) ASSERT_TRUE(l->ok()) << l->error().what();
+  auto waiter = std::async(std::launch::async, [&] {
+    dlock::WaitOptions wo;
+    wo.timeout = 20s;
+    return fair_waiter.acquire(wo);
+  });
+  ASSERT_TRUE(dlock::test::eventually([&] { return raw.cmd_int({"LLEN", "dlock:{fair}:queue"}) == 1; }, scaled(3s)));
+
+  reach_maxmemory();
+  if (HasFatalFailure()) return;
+  // Several renewal periods (every 200 ms): every lease stays held.
+  std::this_thread::sleep_for(1500ms);
+  EXPECT_EQ(probe.calls.load(), 0) << "a lease was lost at maxmemory, reason " << probe.reason.load();
+  for (auto* l : {&reader, &writer, &permit, &take, &head}) EXPECT_TRUE((*l)->held());
+
+  for (auto* l : {&reader, &writer, &permit, &take}) {
+    auto released = (*l)->release();
+    EXPECT_TRUE(released.ok()) << released.error().what();
+  }
+  EXPECT_EQ(raw.cmd({"EXISTS", "dlock:{re}"}), "0");
+  // The FairLock's release hands the lock to the queued waiter, inside the script.
+  auto handed = head->release();
+  EXPECT_TRUE(handed.ok()) << handed.error().what();
+  ASSERT_EQ(waiter.wait_for(scaled(10s)), std::future_status::ready);
+  // The waiter got it, or its own acquire script (a try that renews its queue place) met the
+  // OOM first: acquisitions fail clearly at maxmemory.
+  auto got = waiter.get();
+  if (got.ok()) {
+    EXPECT_TRUE(got->release().ok());
+  } else {
+    EXPECT_NE(got.error().what().find("OOM"), std::string::npos) << got.error().what();
+  }
+  ASSERT_EQ(raw.cmd({"CONFIG", "SET", "maxmemory", "0"}), "OK");
 }
 
 }  // namespace
