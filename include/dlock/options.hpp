@@ -130,7 +130,10 @@ struct ClientOptions {
   std::optional<std::string> password;
   // TLS settings; merged with those of a rediss:// URL (these win when set).
   TlsOptions tls;
-  // For every lock of this Client, unless LeaseOptions::replication_ack says otherwise.
+  // For every lock of this Client, unless LeaseOptions::replication_ack says otherwise. Mutex,
+  // SharedMutex, Semaphore and MultiLock acquisitions wait for the replicas; FairLock,
+  // ReentrantMutex and Redlock cannot, so their constructors refuse replicas > 0
+  // (errc::invalid_argument) unless the lock's own LeaseOptions::replication_ack turns it off.
   ReplicationAck replication_ack;
   // Busy polling, to save thread wake-ups: whichever thread runs the Client's event loop (see
   // callers_run_loop) keeps polling for work for this long after its last event before it
@@ -212,7 +215,9 @@ struct LeaseOptions {
   // message alone. Costs one channel subscription per held lock (shared per process).
   bool listen_for_revocation = false;
   // Overrides ClientOptions::replication_ack for this lock (see ReplicationAck). Applies to
-  // Mutex, SharedMutex, Semaphore and MultiLock acquisitions.
+  // Mutex, SharedMutex, Semaphore and MultiLock acquisitions; FairLock, ReentrantMutex and
+  // Redlock refuse replicas > 0 (errc::invalid_argument), and ReplicationAck{} here opts them out
+  // of a Client-wide setting.
   std::optional<ReplicationAck> replication_ack;
   LeaseEvents events;
 };

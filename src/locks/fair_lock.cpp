@@ -24,6 +24,9 @@ FairLock::FairLock(Client& client, std::string name, LeaseOptions lease, FairLoc
     : core_(client.core()), holds_(std::make_unique<ThreadHolds>()) {
   if (auto ok = validate_lock_name(name); !ok) throw_error(ok.code(), ok.error().what());
   if (auto ok = validate_lease(lease); !ok) throw_error(ok.code(), ok.error().what());
+  if (auto ok = refuse_replication_ack("FairLock", lease, core_->options()); !ok) {
+    throw_error(ok.code(), ok.error().what());
+  }
   if (fair.waiter_ttl < min_waiter_ttl) {
     throw_error(make_error_code(errc::invalid_argument),
                 "FairLock waiter TTL must be at least " + std::to_string(min_waiter_ttl.count()) + " ms");

@@ -34,6 +34,11 @@ Redlock::Redlock(const std::vector<Client*>& nodes, std::string name, LeaseOptio
   }
   if (auto ok = validate_lock_name(name_); !ok) throw_error(ok.code(), ok.error().what());
   if (auto ok = validate_lease(lease); !ok) throw_error(ok.code(), ok.error().what());
+  for (Client* c : nodes) {
+    if (auto ok = refuse_replication_ack("Redlock", lease, c->core()->options()); !ok) {
+      throw_error(ok.code(), ok.error().what());
+    }
+  }
   auto spec = std::make_shared<RedlockSpec>();
   for (Client* c : nodes) spec->nodes.cores.push_back(c->core());
   spec->fanout = std::make_shared<const QuorumFanout>(spec->nodes);

@@ -181,6 +181,9 @@ ReentrantMutex::ReentrantMutex(Client& client, std::string name, Options options
     throw_error(ok.code(), ok.error().what());
   }
   if (auto ok = validate_lease(options_.lease); !ok) throw_error(ok.code(), ok.error().what());
+  if (auto ok = refuse_replication_ack("ReentrantMutex", options_.lease, core_->options()); !ok) {
+    throw_error(ok.code(), ok.error().what());
+  }
   if (!options_.owner.empty()) {
     if (auto ok = validate_owner(options_.owner); !ok) throw_error(ok.code(), ok.error().what());
   }

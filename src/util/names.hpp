@@ -62,6 +62,24 @@ inline WaitOptions normalize_wait(WaitOptions w) {
   return w;
 }
 
+// Lock kinds whose acquisitions cannot wait for replicas (FairLock: a waiter is usually handed
+// the lock inside its predecessor's release; ReentrantMutex; Redlock: independent masters) refuse
+// replication acknowledgement instead of not waiting: a Client set to acknowledge every
+// acquisition would otherwise hand out locks it never acknowledged, without a word.
+inline Result<void> refuse_replication_ack(std::string_view kind, const LeaseOptions& lease,
+                                           const ClientOptions& client) {
+  const ReplicationAck& ack = lease.replication_ack ? *lease.replication_ack : client.replication_ack;
+  if (ack.replicas == 0) return {};
+  return Error(errc::invalid_argument,
+               std::string(kind) + " cannot wait for replicas to acknowledge its acquisitions, but " +
+                   (lease.replication_ack ? "LeaseOptions" : "ClientOptions") + "::replication_ack.replicas is " +
+                   std::to_string(ack.replicas) +
+                   (lease.replication_ack ? std::string()
+                                          : " (set this lock's LeaseOptions::replication_ack to ReplicationAck{} "
+                                            "to take it without acknowledgement)") +
+                   "; Mutex, SharedMutex, Semaphore and MultiLock can wait");
+}
+
 // Lease options every lock kind accepts.
 inline Result<void> validate_lease(const LeaseOptions& o) {
   if (o.ttl.count() <= 0) return Error(errc::invalid_argument, "lease TTL must be positive");

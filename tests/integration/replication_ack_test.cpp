@@ -14,7 +14,9 @@
 #include "dlock/dlock.hpp"
 #include "scripts/script.hpp"
 #include "scripts/script_call.hpp"
+#include "support/cli_binary.hpp"
 #include "support/lock_helpers.hpp"
+#include "support/process.hpp"
 #include "support/raw_connection.hpp"
 #include "support/redis_cluster.hpp"
 #include "support/redis_server.hpp"
@@ -115,7 +117,7 @@ TEST_F(ReplicationAckTest, AcknowledgedAcquisitionIsOnTheReplicaWhenItReturns) {
 TEST_F(ReplicationAckTest, EvalshaOnlyUserWithScriptsLoadedByAnOperator) {
   RawConnection admin(*primary);
   ASSERT_EQ(admin.cmd({"ACL", "SETUSER", "shaonly", "on", ">pw", "~*", "&*", "+@all", "-eval"}), "OK");
-  for (const auto* s : {&detail::scripts::mutex_acquire, &detail::scripts::mutex_release}) {
+  for (const auto* s : {&dlock::detail::scripts::mutex_acquire, &dlock::detail::scripts::mutex_release}) {
     ASSERT_EQ(admin.cmd({"SCRIPT", "LOAD", s->source}), s->sha1);
   }
   Client client("redis://shaonly:pw@127.0.0.1:" + std::to_string(primary->port()), acked(1));
@@ -284,6 +286,54 @@ TEST_F(ReplicationAckTest, PerLockOverrideLongerThanCommandTimeout) {
   EXPECT_TRUE(eventually([&] { return p.cmd({"EXISTS", key_of("strict-long")}) == "0"; }, scaled(3s)));
 }
 
+// The kinds that cannot wait for replicas refuse to be made on a Client that acknowledges
+// every acquisition (they took locks without any WAIT, and `dlock run --kind fair --replicas 1`
+// ran its command unacknowledged); a lock's own LeaseOptions opt it out.
+TEST(ReplicationAckOptions, KindsThatCannotWaitForReplicasRefuseIt) {
+  RedisServer server;
+  ClientOptions o;
+  o.replication_ack = ReplicationAck{1, 200ms};
+  Client acking(server.url(), o);
+  Client plain(server.url());
+  auto refused = [](const char* what, auto make) {
+    try {
+      make();
+      ADD_FAILURE() << what << ": made without a word";
+    } catch (const std::system_error& e) {
+      EXPECT_EQ(e.code(), std::error_code(errc::invalid_argument)) << what << ": " << e.what();
+      EXPECT_NE(std::string(e.what()).find("cannot wait for replicas"), std::string::npos) << e.what();
+    }
+  };
+  refused("FairLock", [&] { FairLock l(acking, "f"); });
+  refused("ReentrantMutex", [&] { ReentrantMutex l(acking, "r"); });
+  refused("Redlock", [&] { Redlock l({&acking}, "d"); });
+  LeaseOptions per_lock;
+  per_lock.replication_ack = ReplicationAck{1, 200ms};
+  refused("FairLock, per lock", [&] { FairLock l(plain, "f", per_lock); });
+  ReentrantMutex::Options ro;
+  ro.lease = per_lock;
+  refused("ReentrantMutex, per lock", [&] { ReentrantMutex l(plain, "r", ro); });
+
+  LeaseOptions opt_out;
+  opt_out.replication_ack = ReplicationAck{};
+  FairLock fair(acking, "f", opt_out);
+  EXPECT_TRUE(fair.acquire(no_wait()).ok());
+  ReentrantMutex::Options ro_out;
+  ro_out.lease = opt_out;
+  EXPECT_NO_THROW(ReentrantMutex(acking, "r", ro_out));
+  EXPECT_NO_THROW(Mutex(acking, "m"));
+
+  // The CLI: a usage error, and the command does not run.
+  const std::string cli = cli_binary();
+  ASSERT_FALSE(cli.empty());
+  for (const char* kind : {"fair", "reentrant"}) {
+    auto r = run_command({cli, "--redis", server.url(), "run", "--kind", kind, "--replicas", "1", "job", "--", "echo", "ran"});
+    EXPECT_EQ(r.exit_code, 64) << kind << ": " << r.out << r.err;
+    EXPECT_EQ(r.out.find("ran"), std::string::npos) << kind;
+    EXPECT_NE(r.err.find("cannot wait for replicas"), std::string::npos) << kind << ": " << r.err;
+  }
+}
+
 // Redis reads WAIT's timeout 0 as "forever", and refuses a negative one.
 TEST(ReplicationAckOptions, NonPositiveTimeoutIsInvalid) {
   RedisServer server;
@@ -416,16 +466,16 @@ TEST(ReplicationAckCluster, WaitGoesWhereTheScriptRanEvenIfTheSlotMovedMeanwhile
   auto core = client.core();
   std::promise<Result<long long>> waited;
   core->post([&] {
-    const auto& script = detail::scripts::mutex_acquire;
-    core->eval_acknowledged(script, detail::encode_evalsha(script, {key, key + ":fence"}, {"moved-owner", "30000"}),
+    const auto& script = dlock::detail::scripts::mutex_acquire;
+    core->eval_acknowledged(script, dlock::detail::encode_evalsha(script, {key, key + ":fence"}, {"moved-owner", "30000"}),
                             [&](Result<Reply> r) {
                               if (!r.ok()) return waited.set_value(r.error());
                               core->wait_replicas(ReplicationAck{1, 300ms}, key,
                                                   [&](Result<long long> n) { waited.set_value(std::move(n)); });
                             });
     // While the script is in flight, as if another command had been redirected.
-    core->cluster_router()->moved(detail::key_slot(key),
-                                  detail::NodeEndpoint{"127.0.0.1", static_cast<std::uint16_t>(cluster.node(other).port())});
+    core->cluster_router()->moved(dlock::detail::key_slot(key),
+                                  dlock::detail::NodeEndpoint{"127.0.0.1", static_cast<std::uint16_t>(cluster.node(other).port())});
   });
   auto f = waited.get_future();
   const bool answered = f.wait_for(scaled(5s)) == std::future_status::ready;
