@@ -6,6 +6,7 @@
 #include "client_core.hpp"
 #include "locks/hold_back.hpp"
 #include "locks/idempotent_call.hpp"
+#include "locks/reentrant_hold.hpp"
 #include "scripts/script_call.hpp"
 #include "util/jitter_rng.hpp"
 #include "util/names.hpp"
@@ -656,6 +657,7 @@ void release_unwanted(const std::shared_ptr<LeaseRecord>& rec, std::function<voi
   }
   rec->core->renewals().remove(*rec);
   if (!rec->hold) rec->core->active_leases_.fetch_sub(1);  // a take counts through its hold
+  else reentrant_take_released(rec);
   if (rec->scripts.fanout) {
     // A Redlock hold: released on every node, each sent again while its outcome is unknown
     // (QuorumFanout); `then` runs on the verdict.

@@ -6,6 +6,7 @@
 
 #include "client_core.hpp"
 #include "locks/idempotent_call.hpp"
+#include "locks/reentrant_hold.hpp"
 #include "locks/release_seam.hpp"
 #include "renewal/lease_record.hpp"
 #include "scripts/script_call.hpp"
@@ -274,6 +275,7 @@ std::optional<Result<void>> claim_release(const std::shared_ptr<LeaseRecord>& re
   // Handing the lease back to step 1 instead left its key to its TTL when step 1 had gone past.
   // A take is counted through its hold; a hold in parts through its parts.
   if (!rec->hold && rec->parts.empty()) rec->core->active_leases_.fetch_sub(1);
+  if (rec->hold) detail::reentrant_take_released(rec);
   return std::nullopt;
 }
 

@@ -89,8 +89,9 @@ class ReentrantHold {
   ReentrantHold& operator=(const ReentrantHold&) = delete;
 
   // The last take's record is gone: every take was released (or abandoned), so the hold's
-  // record leaves the watchdog. No script runs: the takes' releases already did the work (or
-  // reported that they failed, and then the key expires at its TTL).
+  // record leaves the watchdog, if the last release did not take it off already (take_released).
+  // No script runs: the takes' releases already did the work (or reported that they failed, and
+  // then the key expires at its TTL).
   ~ReentrantHold() {
     {
       auto& reg = Registry::get();
@@ -98,7 +99,12 @@ class ReentrantHold {
       auto it = reg.holds.find(rkey);
       if (it != reg.holds.end() && it->second.expired()) reg.holds.erase(it);
     }
-    if (!record || !record->begin_release()) return;  // lost, or released by the Client's shutdown
+    if (!record || !record->begin_release()) return;  // lost, ended by its last release, or shut down
+    retire();
+  }
+
+  // After record->begin_release() succeeded: the hold is over; no renewal follows.
+  void retire() {
     core->active_leases_.fetch_sub(1);
     record->finish_release();
     if (core->is_shut_down()) return;  // the shutdown takes every lease off the watchdog
@@ -135,6 +141,9 @@ class ReentrantHold {
   std::shared_ptr<LeaseRecord> record;
   // Loop thread only: the takes' records, for the loss fan-out.
   std::vector<std::weak_ptr<LeaseRecord>> takes;
+  // Takes whose release has not been claimed yet (under Registry::mu): when the last one is
+  // claimed, the hold ends there (take_released), whatever that release's outcome.
+  std::size_t unreleased = 0;
 };
 
 // The deleter of a take's record: the record keeps its hold alive, exactly as long as it lives.
@@ -206,6 +215,7 @@ std::shared_ptr<LeaseRecord> join(const TakeSpec& spec, FencingToken token, long
       slot = hold;
       started = true;
     }
+    ++hold->unreleased;  // under the lock, as take_released's check: see there
   }
   if (replaced && replaced->live()) core->renewals().lose(replaced->record, LossReason::taken);
   if (started) {
@@ -364,6 +374,27 @@ bool reentrant_hold_live(const ClientCore& core, const std::string& key, const s
     if (it != reg.holds.end()) hold = it->second.lock();
   }
   return hold && hold->live();
+}
+
+// The release of the hold's last unreleased take ends the hold now: the watchdog renews it no
+// more, whether that release succeeds, fails (READONLY in a failover, an ACL, OOM) or never
+// learns its outcome. Ending it only when the last take's record was destroyed kept renewing a
+// hold whose release had failed for as long as the Lease object lived: the lock stayed held by
+// nobody, for ever, while release() had said the key expires at its TTL. The count and the end
+// are decided under the registry lock, as join() decides whether a new take joins this hold:
+// a take joining a hold still live counts before the release can end it, and one that comes
+// after finds it ended and starts its own.
+void reentrant_take_released(const std::shared_ptr<LeaseRecord>& take) noexcept {
+  const auto* d = std::get_deleter<TakeDeleter>(take);
+  if (d == nullptr || !d->hold) return;
+  const std::shared_ptr<ReentrantHold>& hold = d->hold;
+  bool ended = false;
+  {
+    auto& reg = Registry::get();
+    std::lock_guard lock(reg.mu);
+    if (hold->unreleased > 0 && --hold->unreleased == 0) ended = hold->record->begin_release();
+  }
+  if (ended) hold->retire();
 }
 
 milliseconds reentrant_hold_remaining(const Lease& lease) noexcept {

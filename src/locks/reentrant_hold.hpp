@@ -12,8 +12,9 @@
 // So a re-take costs one round trip and adds nothing to the watchdog, however deep the nesting;
 // Leases may be released in any order (each release decrements; the last one frees the lock);
 // a loss found by the hold's renewal is reported to every Lease of the hold. The hold's record
-// leaves the watchdog when the last take's record is destroyed (or when its renewal finds the
-// hold gone, whichever comes first).
+// leaves the watchdog when the release of its last take is claimed, whatever that release's
+// outcome (or when the last take's record is destroyed, or its renewal finds the hold gone,
+// whichever comes first).
 //
 // Holds are found by (Client, key, owner) in one process-wide registry, so two ReentrantMutex
 // objects of one Client used by one owner share the hold, as they share the hash field.
@@ -51,6 +52,10 @@ AttemptFn reentrant_attempt(std::shared_ptr<ClientCore> core, std::shared_ptr<co
 // lost. A re-take then tries once without joining the process-local wait queue: queued behind a
 // waiter of this process it would wait for its own release.
 bool reentrant_hold_live(const ClientCore& core, const std::string& key, const std::string& owner);
+
+// A take's release was claimed (held -> releasing), on any thread: when it was the hold's last
+// unreleased take, the hold ends (leaves the watchdog). No-op for any other record.
+void reentrant_take_released(const std::shared_ptr<LeaseRecord>& take) noexcept;
 
 // Validity left of the hold a ReentrantMutex lease belongs to (zero when it is not held).
 milliseconds reentrant_hold_remaining(const Lease& lease) noexcept;
