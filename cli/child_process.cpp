@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -315,33 +316,105 @@ void ChildCommand::signal_group(int sig) const {
 
 namespace {
 
-// Whether a process of group `pgid` is stopped (/proc/<pid>/stat: state 'T' or 't').
-bool group_has_stopped_member(pid_t pgid) {
+// Calls f(pid, state) for every process of group `pgid`, state being its /proc/<pid>/stat letter,
+// until f returns false. Returns false when /proc cannot be read.
+template <class F>
+bool for_each_member(pid_t pgid, F f) {
   DIR* d = ::opendir("/proc");
   if (d == nullptr) return false;
-  bool stopped = false;
   while (dirent* e = ::readdir(d)) {
     if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
-    std::FILE* f = std::fopen((std::string("/proc/") + e->d_name + "/stat").c_str(), "r");
-    if (f == nullptr) continue;
+    std::FILE* file = std::fopen((std::string("/proc/") + e->d_name + "/stat").c_str(), "r");
+    if (file == nullptr) continue;  // gone meanwhile
     char buf[512];
-    const std::size_t n = std::fread(buf, 1, sizeof buf - 1, f);
-    std::fclose(f);
+    const std::size_t n = std::fread(buf, 1, sizeof buf - 1, file);
+    std::fclose(file);
     buf[n] = '\0';
     const char* close = std::strrchr(buf, ')');
     char state = 0;
     int ppid = 0, group = 0;
     if (close != nullptr && std::sscanf(close + 1, " %c %d %d", &state, &ppid, &group) == 3 && group == pgid &&
-        (state == 'T' || state == 't')) {
-      stopped = true;
+        !f(static_cast<pid_t>(std::atoi(e->d_name)), state)) {
       break;
     }
   }
   ::closedir(d);
+  return true;
+}
+
+bool stopped_state(char state) { return state == 'T' || state == 't'; }
+
+// Whether a process of group `pgid` is stopped.
+bool group_has_stopped_member(pid_t pgid) {
+  bool stopped = false;
+  for_each_member(pgid, [&](pid_t, char state) { return !(stopped = stopped_state(state)); });
   return stopped;
 }
 
+// Whether no process of group `pgid` can run: each is stopped, or a zombie. nullopt when /proc
+// cannot tell; otherwise `running` is a member that still runs (0 when none does).
+std::optional<bool> group_all_stopped(pid_t pgid, pid_t& running) {
+  running = 0;
+  const bool read = for_each_member(pgid, [&](pid_t pid, char state) {
+    if (stopped_state(state) || state == 'Z' || state == 'X') return true;
+    running = pid;
+    return false;
+  });
+  if (!read) return std::nullopt;
+  return running == 0;
+}
+
 }  // namespace
+
+bool ChildCommand::stop_whole_group(std::string& why) {
+  if (pid_ <= 0 || group_gone_) return true;  // nothing of it runs
+  pid_t running = 0;
+  // A group-wide signal is atomic towards fork() (the kernel restarts a fork that races it), so
+  // once every member seen is stopped no new one can appear behind the scan's back.
+  const auto wait_stopped = [&](std::chrono::milliseconds bound) {
+    const auto until = std::chrono::steady_clock::now() + bound;
+    for (;;) {
+      const std::optional<bool> all = group_all_stopped(pid_, running);
+      if (!all || *all || std::chrono::steady_clock::now() >= until) return all;
+      ::usleep(2000);
+    }
+  };
+  // First the stop that was asked for (SIGTSTP, SIGTTIN) a moment to work: a program that
+  // handles it (an editor restoring the terminal) stops itself afterwards, in its own way.
+  std::optional<bool> all = wait_stopped(std::chrono::milliseconds(100));
+  if (all && !*all) {
+    // A member ignores or handles the signal without stopping (`trap '' TSTP`, a daemon): it
+    // would run on while dlock, stopped, renews nothing. SIGSTOP cannot be ignored. Bounded:
+    // dlock is not stopped while it waits, but its supervision is, so keep it short.
+    signal_group(SIGSTOP);
+    all = wait_stopped(std::chrono::milliseconds(400));
+  }
+  if (all && *all) return true;
+  why = !all ? std::string("/proc cannot be read, so dlock cannot confirm that every process of the command's group "
+                           "stopped")
+             : "process " + std::to_string(running) + " of the command's group did not stop (dlock may not be " +
+                   "allowed to signal it, or it is in uninterruptible I/O)";
+  return false;
+}
+
+void ChildCommand::undo_stop() {
+  if (in_foreground()) give_terminal_to(pid_);
+  signal_group(SIGCONT);
+}
+
+bool ChildCommand::stop_with_dlock(const std::function<void()>& stop_dlock) {
+  std::string why;
+  if (!stop_whole_group(why)) {
+    // dlock must not stop: its watchdog would stop renewing while that process runs on, and the
+    // lock could go to another holder. Nothing stays stopped instead of part of the command.
+    undo_stop();
+    if (note_) note_("the command was not stopped: " + why + "; it was continued, and dlock keeps its lock renewed");
+    return false;
+  }
+  stop_dlock();
+  resume_after_stop();
+  return true;
+}
 
 std::optional<int> ChildCommand::poll() {
   if (pid_ <= 0) return status_;
@@ -362,9 +435,9 @@ std::optional<int> ChildCommand::poll() {
       // if the command had it, and stop as a job the shell can see. Continued by `fg`, dlock
       // hands the terminal to the command again and continues it; by `bg`, it only continues
       // it (a read from the terminal stops it again, and dlock with it).
+      // Only once nothing of the command's group runs any more (stop_with_dlock).
       take_terminal_back();
-      ::kill(::getpid(), SIGSTOP);
-      resume_after_stop();
+      stop_with_dlock([] { ::kill(::getpid(), SIGSTOP); });
       continue;
     }
     if (WIFEXITED(st)) {

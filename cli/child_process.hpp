@@ -8,7 +8,8 @@
 // When dlock runs in the foreground of a terminal, the command's group becomes the terminal's
 // foreground group (so it can read the terminal and Ctrl-C/Ctrl-Z reach it directly). When the
 // command is stopped (Ctrl-Z; or, in the background, a read from the terminal: SIGTTIN), dlock
-// stops itself too so the shell sees the job stopped; on `fg` it hands the command the terminal
+// stops itself too so the shell sees the job stopped, but only once every process of the
+// command's group is stopped (stop_with_dlock); on `fg` it hands the command the terminal
 // and continues it, on `bg` it continues it in the background.
 #pragma once
 
@@ -70,6 +71,15 @@ class ChildCommand {
   // dlock was continued after a stop that stopped the command too: continue it (handing it the
   // terminal when dlock is in the foreground), or kill it if the resume check refuses.
   void resume_after_stop();
+  // Stops dlock (`stop_dlock`, which returns once dlock is continued) only after making sure no
+  // process of the command's group still runs: one that ignores or handles the stop signal is
+  // sent SIGSTOP, and /proc must show every member stopped. A stopped dlock renews nothing, so
+  // a member running on could outlive the lease and overlap another holder. When some member
+  // cannot be stopped within half a second, dlock is not stopped: the group is continued, the
+  // note callback says why, and false is returned. Then, on continue, resume_after_stop().
+  bool stop_with_dlock(const std::function<void()>& stop_dlock);
+  // Where stop_with_dlock() says why it did not stop (poll() calls it too).
+  void set_note(std::function<void(const std::string&)> note) { note_ = std::move(note); }
   // dlock was continued (SIGCONT) while the command runs: after a `fg` the command gets the
   // terminal, which went to dlock's group.
   void continued() const;
@@ -83,6 +93,12 @@ class ChildCommand {
   }
 
  private:
+  // Waits briefly for every member to stop, then sends SIGSTOP and waits again. false, with
+  // `why`, when some member still runs (or /proc cannot tell).
+  bool stop_whole_group(std::string& why);
+  // After a stop that could not be completed: the command gets the terminal back if dlock has
+  // it, and its group is continued.
+  void undo_stop();
   void give_terminal_to(pid_t pgrp) const;
   bool in_foreground() const;         // dlock's group has the terminal
   bool command_has_terminal() const;  // the command's group has it
@@ -103,6 +119,7 @@ class ChildCommand {
   std::optional<int> status_;
   int term_signal_ = 0;
   std::function<bool()> may_continue_;
+  std::function<void(const std::string&)> note_;
   bool killed_on_resume_ = false;
   int guard_fd_ = -1;      // dlock's end of the guard's socket pair
   bool leftovers_ = false;  // the first process exited with others of its group still running

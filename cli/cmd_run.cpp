@@ -217,16 +217,15 @@ Stopping supervise(Context& ctx, const RunSettings& s, dlock::Lease& lease, Chil
     wait_readable(signals.fd(), events.fd(), static_cast<int>(timeout.count()), sig_ready, event_ready);
     if (sig_ready) {
       while (int sig = signals.take()) {
-        if (sig == SIGTSTP) {
+        if (sig == SIGTSTP || sig == SIGTTIN) {
           // dlock's group has the terminal, the command's does not (a `fg` after `bg`), or the
           // signal came from elsewhere: the command stops with dlock, as Ctrl-Z stops a job.
           // Under job control its stop stops dlock (ChildCommand::poll); without, dlock stops
-          // here and continues it when continued itself.
-          child.signal_group(SIGTSTP);
-          if (!child.job_control()) {
-            stop_as_by_sigtstp();
-            child.resume_after_stop();
-          }
+          // here and continues it when continued itself. Either way only once the whole group
+          // is stopped: a member that ignores SIGTSTP is stopped by SIGSTOP, or dlock does not
+          // stop (its watchdog must renew while anything of the command runs).
+          child.signal_group(sig);
+          if (!child.job_control()) child.stop_with_dlock([sig] { stop_as_by(sig); });
         } else if (sig == SIGCONT) {
           child.continued();  // a `fg` after `bg`: the command gets the terminal
         } else if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) {
@@ -274,7 +273,7 @@ std::optional<dlock::Result<void>> release_unless_signalled(dlock::Lease& lease,
       return std::move(outcome->result);
     }
     while (int s = sig_ready ? signals.take() : 0) {
-      if (s == SIGTSTP) stop_as_by_sigtstp();
+      if (s == SIGTSTP || s == SIGTTIN) stop_as_by(s);
       if (s == SIGINT || s == SIGTERM || s == SIGHUP) {
         sig = s;
         releaser.detach();
@@ -303,7 +302,9 @@ int cmd_run(Context& ctx, const Args& args) {
   // SIGTSTP and SIGCONT too: Ctrl-Z that reaches dlock rather than the command (dlock has the
   // terminal after a `fg` that followed a `bg`) must stop the command, not only dlock and its
   // watchdog; and that `fg` must hand the command the terminal (supervise).
-  SignalFd signals({SIGINT, SIGTERM, SIGHUP, SIGCHLD, SIGTSTP, SIGCONT});
+  // SIGTTIN as well: its default action would stop dlock alone, its watchdog with it, while the
+  // command runs on.
+  SignalFd signals({SIGINT, SIGTERM, SIGHUP, SIGCHLD, SIGTSTP, SIGTTIN, SIGCONT});
   auto events = std::make_shared<EventPipe>();
 
   dlock::LeaseOptions lo;
@@ -379,6 +380,7 @@ int cmd_run(Context& ctx, const Args& args) {
   // Ctrl-Z stops dlock with the command, watchdog and all: on `fg` the command is continued
   // only if the lease still has more than the margin left.
   child.set_resume_check([&lease, &s] { return lease.held() && lease.remaining() > s.margin; });
+  child.set_note([&ctx](const std::string& line) { ctx.note(line); });
   bool forwarded_interrupt = false;  // a SIGINT sent to dlock, not the terminal's to the command
   const Stopping why = supervise(ctx, s, lease, child, signals, *events, forwarded_interrupt);
   report.status = child.poll();
@@ -388,8 +390,9 @@ int cmd_run(Context& ctx, const Args& args) {
   if (child.killed_on_resume()) {
     report.outcome = "lost";
     report.exit_code = s.lost_code;
-    report.message = "the command was killed instead of continued: it was stopped until lock '" + s.name +
-                     "' had " + dlock::format_duration(s.margin) + " of its lease or less left";
+    report.message = "the command was killed instead of continued: it was stopped, and dlock with it (no renewals), "
+                     "until lock '" + s.name + "' had " + dlock::format_duration(s.margin) +
+                     " of its lease or less left; another holder may have it now";
     // Whatever is left of the lease expires by itself; a release could block on a lost server.
     finish(ctx, s, report);
     Context::exit_now(report.exit_code);

@@ -322,7 +322,7 @@ WaitOutcome wait_for_lock(Context& ctx, LockTarget& target, std::optional<millis
     wait_readable(signals.fd(), pending->done.fd(), timeout, sig_ready, done_ready);
     if (sig_ready) {
       while (int s = signals.take()) {
-        if (s == SIGTSTP) stop_as_by_sigtstp();  // Ctrl-Z while waiting: the wait goes on after `fg`
+        if (s == SIGTSTP || s == SIGTTIN) stop_as_by(s);  // Ctrl-Z while waiting: the wait goes on after `fg`
         if ((s == SIGINT || s == SIGTERM || s == SIGHUP) && out.signal == 0) {
           out.signal = s;
           stop.request_stop();  // the acquire ends with errc::cancelled (or, racing, a lease)

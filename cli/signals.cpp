@@ -56,18 +56,18 @@ void end_as_the_terminal_would(int sig) {
   pthread_sigmask(SIG_UNBLOCK, &one, nullptr);
 }
 
-void stop_as_by_sigtstp() {
+void stop_as_by(int sig) {
   struct sigaction dfl {}, old {};
   dfl.sa_handler = SIG_DFL;
   sigemptyset(&dfl.sa_mask);
-  ::sigaction(SIGTSTP, &dfl, &old);
+  ::sigaction(sig, &dfl, &old);
   sigset_t one;
   sigemptyset(&one);
-  sigaddset(&one, SIGTSTP);
-  ::raise(SIGTSTP);  // pending for this thread until unblocked: then the whole process stops
+  sigaddset(&one, sig);
+  ::raise(sig);  // pending for this thread until unblocked: then the whole process stops
   pthread_sigmask(SIG_UNBLOCK, &one, nullptr);
   pthread_sigmask(SIG_BLOCK, &one, nullptr);
-  ::sigaction(SIGTSTP, &old, nullptr);
+  ::sigaction(sig, &old, nullptr);
 }
 
 EventPipe::EventPipe() {

@@ -1,5 +1,5 @@
 // signals.hpp — signals and wake-ups as file descriptors, so the main thread waits for all of
-// them in one poll(): a signalfd for SIGINT/SIGTERM/SIGHUP/SIGCHLD, and a self-pipe that the
+// them in one poll(): a signalfd for SIGINT/SIGTERM/SIGHUP/SIGCHLD and the stop signals, and a self-pipe that the
 // library's event-loop callbacks (which must not block) write one byte into.
 #pragma once
 
@@ -52,9 +52,10 @@ class EventPipe {
 // only when dlock was started with `sig` ignored (the terminal would not have ended it then).
 void end_as_the_terminal_would(int sig);
 
-// Stops dlock as SIGTSTP's default action would, for a SIGTSTP its signalfd took (Ctrl-Z while
-// dlock has the terminal): the shell sees the job stopped. Returns once dlock is continued.
-void stop_as_by_sigtstp();
+// Stops dlock as the default action of `sig` (SIGTSTP, SIGTTIN) would, for such a signal its
+// signalfd took (Ctrl-Z while dlock has the terminal, a `kill -TSTP`): the shell sees the job
+// stopped. Returns once dlock is continued.
+void stop_as_by(int sig);
 
 // poll() on up to two descriptors (-1: unused) for `timeout_ms` (-1: forever); EINTR is a
 // timeout. Sets the readiness flags.

@@ -248,6 +248,40 @@ TEST_F(CliTerminalTest, CtrlZAfterBgAndFgStopsTheCommandToo) {
   EXPECT_TRUE(eventually([&] { return !held("zz"); }, 10s)) << "the lock was not released";
 }
 
+// Ctrl-Z stops the terminal's foreground group, the command's. A member of it that ignores
+// SIGTSTP ran on while dlock, seeing the command's first process stopped, stopped itself and so
+// its lease renewal: the lease ran out under a running command, free for a second holder. Now
+// dlock stops only once that member is stopped too (SIGSTOP), or does not stop at all.
+TEST_F(CliTerminalTest, CtrlZStopsAMemberThatIgnoresTstpBeforeDlockStops) {
+  const std::string log = path("ticks");
+  // Bounded (about 8 s): Ctrl-C does not reach a background member of a non-interactive shell.
+  shell->send("dlock run zign --ttl 1s --grace 300ms -- sh -c '(trap \"\" TSTP; for i in $(seq 150); do date +%s%N >> " +
+              log + "; sleep 0.05; done) & exec sleep 100'\n");
+  ASSERT_TRUE(eventually([&] {
+    std::ifstream in(log);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>()).size() > 40;
+  }, 10s)) << shell->output();
+  std::this_thread::sleep_for(300ms);
+  shell->send("\x1a");  // Ctrl-Z
+  std::this_thread::sleep_for(2500ms);  // well past the TTL, had renewals stopped
+  const auto size = [&] { return std::filesystem::file_size(log); };
+  if (!held("zign")) {
+    const auto before = size();
+    std::this_thread::sleep_for(300ms);
+    EXPECT_EQ(size(), before) << "the lease ran out while a process of the command ran on\n" << shell->output();
+    ASSERT_TRUE(shell->wait_for("Stopped", 5s)) << shell->output();
+    shell->send("fg; echo fg-rc=$?\n");  // continued past its lease: killed, not continued
+    EXPECT_TRUE(shell->wait_for("fg-rc=70", 10s)) << shell->output();
+  } else {
+    shell->send("\x03");  // dlock kept its lease renewed: end the command
+  }
+  shell->send("echo after-$((6 * 7))\n");
+  EXPECT_TRUE(shell->wait_for("after-42", 20s)) << shell->output();
+  const auto ended = size();
+  std::this_thread::sleep_for(300ms);
+  EXPECT_EQ(size(), ended) << "a process of the command outlived dlock";
+}
+
 // A SIGINT sent to dlock (not Ctrl-C) is forwarded to the command and ends only it: dlock does
 // not pass it on to the script it runs in, as it does after a Ctrl-C (which the terminal would
 // have sent to that script too).

@@ -666,6 +666,42 @@ TEST_F(CliTest, CommandStoppedPastItsLeaseIsKilledNotContinued) {
   EXPECT_NE(output.find("killed instead of continued"), std::string::npos) << output;
 }
 
+// A stop of dlock (SIGTSTP without a terminal) stops dlock, and so its lease renewal, only once
+// every process of the command's group is stopped. The command here ignores SIGTSTP (as does its
+// `sleep`, which inherits the ignored disposition): it used to run on, writing, while the
+// stopped dlock let the lease expire and a second `dlock run` took the lock. Now it is either
+// stopped (SIGSTOP) or dlock keeps the lock: never two holders while the first command runs.
+TEST_F(CliTest, StopOfDlockNeverLeavesTheCommandRunningUnrenewed) {
+  const std::string log = path("ticks");
+  auto& first = background({"run", "tstp2", "--ttl", "1s", "--grace", "300ms", "--", "sh", "-c",
+                            "trap '' TSTP; while :; do date +%s%N >> " + log + "; sleep 0.05; done"});
+  ASSERT_TRUE(eventually([&] { return read_file(log).size() > 40; }, 10s)) << first.err();
+  first.process().signal(SIGTSTP);
+  std::this_thread::sleep_for(2500ms);  // well past the TTL: a stopped dlock's lease has expired
+  const std::size_t before = read_file(log).size();
+  auto second = dlock({"run", "--no-wait", "tstp2", "--", "true"});
+  std::this_thread::sleep_for(300ms);
+  const std::size_t after = read_file(log).size();
+  if (second.exit_code == 0) {
+    EXPECT_EQ(before, after) << "a second holder got the lock while the first command still ran\n" << first.err();
+  } else {
+    EXPECT_EQ(second.exit_code, 75) << describe(second);
+  }
+  first.process().signal(SIGCONT);
+  if (second.exit_code != 0) first.process().signal(SIGTERM);  // it runs on, still holding the lock
+  const auto code = first.process().wait_for(10s);
+  ASSERT_TRUE(code.has_value()) << first.err();
+  const std::string err = first.err();
+  if (second.exit_code == 0) {
+    // Stopped past its lease: killed on continue, never continued.
+    EXPECT_EQ(*code, 70) << err;
+    EXPECT_NE(err.find("killed instead of continued: it was stopped, and dlock with it"), std::string::npos) << err;
+    const std::size_t ended = read_file(log).size();
+    std::this_thread::sleep_for(300ms);
+    EXPECT_EQ(read_file(log).size(), ended) << "the command ran on after dlock exited";
+  }
+}
+
 // A script without a "#!" line runs under /bin/sh, as with execvp(3), env(1) and flock(1) (it
 // failed with "Exec format error", 126).
 TEST_F(CliTest, ScriptWithoutAnInterpreterLineRunsUnderSh) {
