@@ -155,13 +155,18 @@ int parse_exit_code_arg(std::string_view option, std::string_view text) {
   return v;
 }
 
-void check_lock_name(std::string_view name) {
-  if (name.empty()) throw UsageError("the lock name must not be empty");
-  if (name.size() > 512) throw UsageError("the lock name is longer than 512 bytes");
+std::optional<std::string> lock_name_problem(std::string_view name) {
+  if (name.empty()) return "the lock name must not be empty";
+  if (name.size() > 512) return "the lock name is longer than 512 bytes";
   for (unsigned char c : name) {
-    if (c == '{' || c == '}') throw UsageError("lock name '" + std::string(name) + "' contains a brace");
-    if (c < 0x20 || c == 0x7f) throw UsageError("the lock name contains a control character");
+    if (c == '{' || c == '}') return "lock name '" + std::string(name) + "' contains a brace";
+    if (c < 0x20 || c == 0x7f) return "the lock name contains a control character";
   }
+  return std::nullopt;
+}
+
+void check_lock_name(std::string_view name) {
+  if (auto problem = lock_name_problem(name)) throw UsageError(*problem);
 }
 
 }  // namespace dlock::cli

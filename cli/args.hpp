@@ -68,5 +68,8 @@ std::chrono::milliseconds parse_ttl_arg(std::string_view option, std::string_vie
 int parse_exit_code_arg(std::string_view option, std::string_view text);
 // The library's lock-name rules (1-512 bytes, no braces, no control characters).
 void check_lock_name(std::string_view name);
+// Why `name` is no valid lock name (the library's rules), or nullopt. Never throws: for names
+// found on the server, where a bad one is data to report, not a usage error.
+std::optional<std::string> lock_name_problem(std::string_view name);
 
 }  // namespace dlock::cli

@@ -2,6 +2,7 @@
 // find the lock names among them, and inspect each name with dlock::inspect (any kind).
 #include <algorithm>
 #include <cstdio>
+#include <map>
 #include <set>
 
 #include "commands.hpp"
@@ -22,17 +23,33 @@ bool names_a_lock(std::string_view suffix, bool with_counters) {
          (with_counters && suffix == ":fence");
 }
 
+// A key under the prefix whose {name} no lock can have (a control character, over 512 bytes):
+// written by something else. Never inspected (the library refuses such a name), and never
+// printed raw: a control character could drive the reader's terminal.
+struct InvalidName {
+  std::string key;     // the first such key seen under the name
+  std::string reason;  // what is wrong with the name
+};
+
 // Every lock under the prefix whose name matches `glob` and that is held, has waiters, is a key
 // of another type under a lock's name, or (with_counters) whose fencing counter is no counter;
-// inspected, sorted by name.
+// inspected, sorted by name. Names that are no valid lock name go to `invalid`, by name: one
+// such key must not make the whole scan fail.
 dlock::Result<std::vector<dlock::LockInfo>> collect_locks(Context& ctx, const std::string& glob,
+                                                          std::map<std::string, InvalidName>& invalid,
                                                           bool with_counters = false) {
   std::set<std::string> names;
   auto scanned = scan_keys(ctx.client(), ctx.key_pattern(glob) + "*", [&](std::vector<std::string> keys) -> dlock::Result<void> {
     for (const auto& k : keys) {
       const auto close = k.find('}', ctx.globals().prefix.size());
       if (close == std::string::npos || !names_a_lock(std::string_view(k).substr(close + 1), with_counters)) continue;
-      if (auto name = ctx.name_of_key(std::string_view(k).substr(0, close + 1))) names.insert(*name);
+      auto name = ctx.name_of_key(std::string_view(k).substr(0, close + 1));
+      if (!name) continue;
+      if (auto problem = lock_name_problem(*name)) {
+        invalid.try_emplace(*name, InvalidName{k, *problem});
+      } else {
+        names.insert(*name);
+      }
     }
     return {};
   });
@@ -107,12 +124,19 @@ int cmd_list(Context& ctx, const Args& args) {
   ctx.reject_redlock();
   if (a.positionals.size() > 1) throw UsageError("list takes at most one PATTERN");
   const std::string glob = a.positionals.empty() ? "*" : a.positionals[0];
-  auto locks = collect_locks(ctx, glob);
+  std::map<std::string, InvalidName> invalid;
+  auto locks = collect_locks(ctx, glob, invalid);
   if (!locks) return ctx.fail(locks.error());
+  // Skipped, but not silently: `leaks` lists them.
+  if (!invalid.empty()) {
+    ctx.note("skipped " + std::to_string(invalid.size()) + " name(s) under the prefix that are no valid lock name; " +
+             "'dlock leaks' lists them");
+  }
 
   if (ctx.json()) {
     Json j = ctx.begin_json();
     j.field("prefix", ctx.globals().prefix).field("pattern", glob).field("count", static_cast<long long>(locks->size()));
+    j.field("invalid_names", static_cast<long long>(invalid.size()));
     j.key("locks").begin_array();
     for (const auto& info : *locks) {
       j.begin_object();
@@ -147,7 +171,8 @@ int cmd_leaks(Context& ctx, const Args& args) {
   ParsedArgs a = ctx.parse(args, {});
   ctx.reject_redlock();
   if (!a.positionals.empty()) throw UsageError("leaks takes no arguments");
-  auto locks = collect_locks(ctx, "*", true);
+  std::map<std::string, InvalidName> invalid;
+  auto locks = collect_locks(ctx, "*", invalid, true);
   if (!locks) return ctx.fail(locks.error());
 
   struct Leak {
@@ -159,10 +184,14 @@ int cmd_leaks(Context& ctx, const Args& args) {
     if (auto reason = leak_reason(info); !reason.empty()) leaks.push_back({&info, std::move(reason)});
   }
 
+  const auto invalid_reason = [](const InvalidName& bad) {
+    return "not a valid lock name (" + bad.reason + "): no dlock lock uses this key; something else wrote it";
+  };
+  const std::size_t count = leaks.size() + invalid.size();
   if (ctx.json()) {
-    Json j = ctx.begin_json(leaks.empty());
-    j.field("prefix", ctx.globals().prefix).field("checked", static_cast<long long>(locks->size()));
-    j.field("count", static_cast<long long>(leaks.size()));
+    Json j = ctx.begin_json(count == 0);
+    j.field("prefix", ctx.globals().prefix).field("checked", static_cast<long long>(locks->size() + invalid.size()));
+    j.field("count", static_cast<long long>(count));
     j.key("leaks").begin_array();
     for (const auto& l : leaks) {
       j.begin_object();
@@ -170,9 +199,18 @@ int cmd_leaks(Context& ctx, const Args& args) {
       j.field("reason", l.reason);
       j.end_object();
     }
+    for (const auto& [name, bad] : invalid) {
+      j.begin_object();
+      j.field("name", name).field("key", bad.key).field("state", "invalid_name");
+      j.field("reason", invalid_reason(bad));
+      j.end_object();
+    }
     j.end_array();
     ctx.print_json(j);
   } else {
+    for (const auto& [name, bad] : invalid) {
+      std::printf("%s  %s: %s\n", Json::quote(name).c_str(), Json::quote(bad.key).c_str(), invalid_reason(bad).c_str());
+    }
     for (const auto& l : leaks) {
       std::string what = "a " + l.info->redis_type;
       if (l.info->value && !parse_owner_token(*l.info->value)) what = "value " + Json::quote(*l.info->value);
@@ -180,7 +218,11 @@ int cmd_leaks(Context& ctx, const Args& args) {
       else if (l.info->redis_type == "none") what = "free";
       std::printf("%s  %s (%s): %s\n", l.info->name.c_str(), l.info->key.c_str(), what.c_str(), l.reason.c_str());
     }
-    if (leaks.empty() && ctx.verbose()) ctx.note("no leaks among " + std::to_string(locks->size()) + " lock(s)");
+    if (count == 0 && ctx.verbose()) ctx.note("no leaks among " + std::to_string(locks->size()) + " lock(s)");
+    if (!invalid.empty()) {
+      ctx.note(std::to_string(invalid.size()) + " key(s) under the prefix have no valid lock name; 'dlock unlock' " +
+               "cannot name them: remove them with DEL if nothing else needs them");
+    }
     if (!leaks.empty()) {
       // 'unlock --force' removes holds, never a counter: a counter's repair is its DEL.
       const bool holds = std::any_of(leaks.begin(), leaks.end(), [](const Leak& l) {
@@ -193,7 +235,7 @@ int cmd_leaks(Context& ctx, const Args& args) {
                (counters ? std::string(holds ? "; " : ", ") + "repair a fencing counter by deleting it" : ""));
     }
   }
-  return leaks.empty() ? exit_code::ok : exit_code::found;
+  return count == 0 ? exit_code::ok : exit_code::found;
 }
 
 }  // namespace dlock::cli

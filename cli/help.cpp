@@ -153,14 +153,16 @@ constexpr std::string_view kList =
     "Lists the locks under the prefix whose names match the glob PATTERN (default *) that are held\n"
     "or waited for, of every kind: name, kind (a semaphore as semaphore/SIZE), first holder (R/W:\n"
     "read/write hold, xN: hold count or permits, +N: more holders), held for, TTL, waiters.\n"
-    "Uses SCAN (never KEYS), so it is safe on a busy server; on a Cluster, on every primary.\n";
+    "Uses SCAN (never KEYS), so it is safe on a busy server; on a Cluster, on every primary.\n"
+    "Keys whose {name} is no valid lock name are skipped (a note says how many; see leaks).\n";
 
 constexpr std::string_view kLeaks =
     "Usage: dlock leaks\n"
     "\n"
     "Reports abnormal locks of every kind under the prefix: holds or keys with no expiry (they\n"
     "would never be freed), mutex values that are not dlock owner tokens, and fencing counters\n"
-    "(P{N}:fence) that hold no counter, under which every acquisition fails. Reports only, never\n"
+    "(P{N}:fence) that hold no counter, under which every acquisition fails, and keys whose {name}\n"
+    "is no valid lock name (control characters, over 512 bytes; shown escaped). Reports only, never\n"
     "deletes. On a Cluster every primary is scanned.\n"
     "Exit 1 when any are found, 0 otherwise (for monitoring).\n";
 

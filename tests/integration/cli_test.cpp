@@ -1305,6 +1305,38 @@ TEST_F(CliTest, LeaksFindsKeysWithoutExpiry) {
   EXPECT_EQ(dlock({"leaks"}).exit_code, 0);
 }
 
+// A key under the prefix whose name no lock can have (a control character, over 512 bytes) made
+// `list` and `leaks` fail as a whole with exit 64, a usage error: anyone who could write a key
+// under the prefix blinded monitoring built on `leaks`. Now `leaks` reports such a key, escaped,
+// and `list` skips it (saying so); neither prints the name raw.
+TEST_F(CliTest, KeysWithInvalidLockNamesDoNotBreakListOrLeaks) {
+  ASSERT_EQ(dlock({"acquire", "fine", "--ttl", "30s"}).exit_code, 0);
+  ASSERT_EQ(raw->cmd({"SET", key("ev\x1b[31mil"), "v", "PX", "60000"}), "OK");
+  ASSERT_EQ(raw->cmd({"SET", key(std::string(600, 'a')), "v"}), "OK");
+
+  auto list = dlock({"list"});
+  EXPECT_EQ(list.exit_code, 0) << describe(list);
+  EXPECT_NE(list.out.find("fine"), std::string::npos) << list.out;
+  EXPECT_EQ((list.out + list.err).find('\x1b'), std::string::npos) << describe(list);
+  EXPECT_NE(list.err.find("skipped 2 name(s)"), std::string::npos) << list.err;
+  auto lj = parse_json(dlock({"--json", "list"}).out, "list --json");
+  EXPECT_EQ(lj["count"].integer(), 1);
+  EXPECT_EQ(lj["invalid_names"].integer(), 2);
+
+  auto leaks = dlock({"leaks"});
+  EXPECT_EQ(leaks.exit_code, 1) << describe(leaks);
+  EXPECT_EQ((leaks.out + leaks.err).find('\x1b'), std::string::npos) << describe(leaks);
+  EXPECT_NE(leaks.out.find("\"ev\\u001b[31mil\""), std::string::npos) << leaks.out;
+  EXPECT_NE(leaks.out.find("not a valid lock name"), std::string::npos) << leaks.out;
+  EXPECT_EQ(leaks.out.find("fine"), std::string::npos) << leaks.out;
+  auto jr = dlock({"--json", "leaks"});
+  EXPECT_EQ(jr.exit_code, 1) << describe(jr);
+  auto j = parse_json(jr.out, "leaks --json");
+  ASSERT_EQ(j["count"].integer(), 2) << jr.out;
+  EXPECT_EQ(j["leaks"].items.at(0)["state"].str(), "invalid_name");
+  EXPECT_EQ(j["leaks"].items.at(1)["state"].str(), "invalid_name");
+}
+
 TEST_F(CliTest, ForcedUnlockRemovesTheLockAndWakesAWaiterAtOnce) {
   auto acquired = dlock({"acquire", "stuck", "--ttl", "60s"});
   ASSERT_EQ(acquired.exit_code, 0);
