@@ -1,7 +1,7 @@
 // dlock doctor — checks the server for what dlock relies on, and says what to change.
 // Every check goes through Client::command (or, per node, Client::command_on); a check the ACL
-// (or a managed service) refuses is reported as "cannot check", never as a failure. Exit 0
-// unless a check failed (78).
+// (or a managed service) refuses is reported as "cannot check", never as a failure, and counted
+// (the summary line, "unchecked" in JSON). Exit 0 unless a check failed (78).
 //
 // The server checks (version, eviction, persistence, replication) run on every node that holds
 // locks: the one server, the primary the sentinels named, or EVERY primary of a Cluster (each
@@ -296,16 +296,17 @@ int cmd_doctor(Context& ctx, const Args& args) {
   checks.push_back(check_keyspace_events(
       [&c, &nodes](std::vector<std::string> cmd) { return c.command_on(nodes->front(), std::move(cmd)); }));
 
-  int failed = 0, warned = 0;
+  int failed = 0, warned = 0, unchecked = 0;
   for (const auto& k : checks) {
     failed += k.status == Status::fail;
     warned += k.status == Status::warn;
+    unchecked += k.status == Status::unknown;
   }
   if (ctx.json()) {
     Json j = ctx.begin_json(failed == 0);
     j.field("server", c.deployment().display()).field("prefix", ctx.globals().prefix);
     j.field("replicas", static_cast<long long>(ack));
-    j.field("failed", failed).field("warnings", warned);
+    j.field("failed", failed).field("warnings", warned).field("unchecked", unchecked);
     j.key("checks").begin_array();
     for (const auto& k : checks) {
       j.begin_object().field("check", k.name).field("status", status_json(k.status)).field("detail", k.detail);
@@ -322,9 +323,18 @@ int cmd_doctor(Context& ctx, const Args& args) {
       std::printf("  %-4s  %-16s  %s%s\n", status_name(k.status), k.name.c_str(), where.c_str(), k.detail.c_str());
       if (!k.fix.empty() && k.status != Status::ok) std::printf("        %-16s  fix: %s\n", "", k.fix.c_str());
     }
-    if (failed == 0 && warned == 0) std::printf("all is well\n");
-    else std::printf("%d failed, %d warning(s)\n", failed, warned);
+    // "all is well" only when every check was made: a check the ACL or a managed service
+    // refused proves nothing either way, and a user may have forbidden them all.
+    if (failed == 0 && warned == 0 && unchecked == 0) {
+      std::printf("all is well\n");
+    } else {
+      std::printf("%d failed, %d warning(s)", failed, warned);
+      if (unchecked > 0) std::printf(", %d check(s) could not be made (marked '?')", unchecked);
+      std::printf("\n");
+    }
   }
+  // A check that could not be made is no failure: a managed service may refuse CONFIG or INFO
+  // for good, and doctor would then never pass. The summary and "unchecked" say how many.
   return failed == 0 ? exit_code::ok : exit_code::refused;
 }
 

@@ -183,13 +183,15 @@ constexpr std::string_view kDoctor =
     "Checks the server for what dlock relies on: version (7.0+ required), maxmemory-policy\n"
     "(noeviction needed: eviction silently frees locks), persistence, the user's ACL rights on\n"
     "the prefix's keys and channels, keyspace notifications, and the replication role; says what\n"
-    "to change. Checks the ACL forbids are reported as 'cannot check'.\n"
+    "to change. Checks the ACL forbids are reported as 'cannot check' ('?') and counted in the\n"
+    "summary line (\"unchecked\" in --json); 'all is well' means every check was made and passed.\n"
     "A primary with replicas gets a warning that replication acknowledgement is off, unless\n"
     "--replicas K says the clients wait for K replicas (then it fails if fewer are connected).\n"
     "On a Cluster every primary is checked (cluster_state, version, eviction, persistence,\n"
     "replication), each reported with its node; on Sentinel it says which primary the sentinels\n"
     "named, and checks that one.\n"
-    "Exit 0 when nothing failed (warnings allowed), 78 otherwise.\n";
+    "Exit 0 when nothing failed (warnings and checks that could not be made allowed), 78\n"
+    "otherwise.\n";
 
 std::string with_footer(std::string_view body) {
   return std::string(body) + "\n" + std::string(kGlobal) + "\n" + std::string(exit_code_help());

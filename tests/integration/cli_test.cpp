@@ -1412,6 +1412,25 @@ TEST_F(CliTest, DoctorChecksTheServer) {
   EXPECT_GE(cannot_check, 4) << plain.out;
 }
 
+// `doctor` said "all is well" when checks could not be made (the ACL forbids CONFIG, INFO and
+// ACL), although it had checked next to nothing. Now it says how many could not be made, and
+// JSON counts them ("unchecked"); that is still no failure (exit 0).
+TEST_F(CliTest, DoctorSaysHowManyChecksCouldNotBeMade) {
+  raw->cmd({"ACL", "SETUSER", "plain", "on", ">pw", "~*", "&*", "+@all", "-config", "-info", "-acl"});
+  const std::string url = "redis://plain:pw@" + server->host() + ":" + std::to_string(server->port());
+  auto text = dlock({"--redis", url, "doctor"}, {}, /*with_url=*/false);
+  EXPECT_EQ(text.exit_code, 0) << describe(text);
+  EXPECT_EQ(text.out.find("all is well"), std::string::npos) << text.out;
+  EXPECT_TRUE(std::regex_search(text.out, std::regex("[0-9]+ check\\(s\\) could not be made"))) << text.out;
+  auto json = dlock({"--redis", url, "--json", "doctor"}, {}, /*with_url=*/false);
+  EXPECT_GE(parse_json(json.out, "doctor --json")["unchecked"].integer(), 4) << json.out;
+
+  auto full = dlock({"doctor"});  // the default user may check everything
+  EXPECT_EQ(full.exit_code, 0) << describe(full);
+  EXPECT_EQ(full.out.find("could not be made"), std::string::npos) << full.out;
+  EXPECT_EQ(parse_json(dlock({"--json", "doctor"}).out, "doctor --json")["unchecked"].integer(), 0);
+}
+
 // What `doctor` says of keyspace notifications follows the flags: 'g' carries deletions, 'x'
 // expiries (it said "waiters wake when a lock expires" with Kg alone).
 TEST_F(CliTest, DoctorTellsWhichKeyspaceEventsWakeWaiters) {
