@@ -34,7 +34,16 @@ void apply_globals(const ParsedArgs& parsed, GlobalOptions& g) {
       g.url = value;
       g.redis_given = true;
     }
-    else if (name == "--redlock") g.redlock = value;
+    else if (name == "--redlock") {
+      // Empty would mean "no Redlock" (redlock() tests for a list): `--redlock "$MASTERS"` with
+      // the variable unset would quietly take a single-server lock instead.
+      if (value.empty()) {
+        if (parsed.has("--json")) g.json = true;  // reported as JSON too
+        throw UsageError("--redlock needs a list of master URLs (URL,URL,...); it was given an empty value "
+                         "(an unset variable?)");
+      }
+      g.redlock = value;
+    }
     else if (name == "--prefix") g.prefix = value;
     else if (name == "--json") g.json = true;
     else if (name == "--verbose") g.verbose = true;

@@ -495,6 +495,22 @@ TEST_F(CliTest, UsageErrorsExit64) {
   }
 }
 
+// `--redlock ""` (as from `--redlock "$MASTERS"` with the variable unset) meant "no Redlock": the
+// command quietly took a single-server lock on $DLOCK_REDIS_URL, and even the conflict with
+// --redis went unnoticed. Now an empty list is a usage error.
+TEST_F(CliTest, EmptyRedlockListIsAUsageError) {
+  auto run = dlock({"--redlock", "", "run", "emptyR", "--", "sh", "-c", "echo ran"}, {{"DLOCK_REDIS_URL", server->url()}},
+                   /*with_url=*/false);
+  EXPECT_EQ(run.exit_code, 64) << describe(run);
+  EXPECT_EQ(run.out.find("ran"), std::string::npos) << describe(run);
+  EXPECT_NE(run.err.find("--redlock needs a list of master URLs"), std::string::npos) << describe(run);
+  auto with_redis = dlock({"--redlock", "", "status", "x"});  // --redis given too
+  EXPECT_EQ(with_redis.exit_code, 64) << describe(with_redis);
+  auto json = dlock({"--redlock", "", "--json", "status", "x"});
+  EXPECT_EQ(json.exit_code, 64) << describe(json);
+  EXPECT_EQ(parse_json(last_line(json.out.empty() ? json.err : json.out), "usage --json")["exit_code"].integer(), 64);
+}
+
 TEST_F(CliTest, HelpAndVersion) {
   auto help = dlock({"--help"});
   EXPECT_EQ(help.exit_code, 0);
