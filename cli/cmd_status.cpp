@@ -32,7 +32,7 @@ void print_holder(const dlock::LockInfo& info, const dlock::LockHolder& h) {
       break;
   }
   std::printf("holder   %s\n", line.c_str());
-  std::printf("         owner %s, ttl %s%s\n", h.owner.c_str(), ttl_text(h.ttl).c_str(),
+  std::printf("         owner %s, ttl %s%s\n", shown(h.owner).c_str(), ttl_text(h.ttl).c_str(),
               h.ttl ? "" : " (no expiry: a leak; see 'dlock leaks')");
   if (h.token) std::printf("         fencing token %llu\n", static_cast<unsigned long long>(*h.token));
 }
@@ -117,10 +117,10 @@ int redlock_status(Context& ctx, const std::string& name) {
     std::printf("node     %s: %s by %s, ttl %s%s\n", v.node.c_str(), kind_name(info).c_str(),
                 describe_holder(holder_info(h.owner)).c_str(), ttl_text(h.ttl).c_str(),
                 held && h.owner == majority_owner ? "" : " (not the majority's owner)");
-    std::printf("         owner %s\n", h.owner.c_str());
+    std::printf("         owner %s\n", shown(h.owner).c_str());
   }
   if (held) {
-    std::printf("state    held: %zu of %zu masters agree on owner %s\n", best, nodes.size(), majority_owner.c_str());
+    std::printf("state    held: %zu of %zu masters agree on owner %s\n", best, nodes.size(), shown(majority_owner).c_str());
   } else if (unknown) {
     std::printf("state    unknown: only %zu of %zu masters answered (%zu needed to tell)\n", answered, nodes.size(), quorum);
   } else {
@@ -189,7 +189,7 @@ int cmd_status(Context& ctx, const Args& args) {
     const auto who = holder_info(w.id);
     std::printf("%s %s%s, place %s\n", fair ? (i == 0 ? "queue   " : "        ") : "intent  ",
                 fair ? (std::to_string(i + 1) + ". ").c_str() : "writer ",
-                who ? ("host " + who->host + ", pid " + std::to_string(who->pid)).c_str() : w.id.c_str(),
+                who ? ("host " + who->host + ", pid " + std::to_string(who->pid)).c_str() : shown(w.id).c_str(),
                 w.ttl.count() > 0 ? ("lasts " + human_duration(w.ttl.count())).c_str() : "expired (skipped)");
   }
   if (info.kind == dlock::LockKind::fair) {

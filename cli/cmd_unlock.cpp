@@ -54,7 +54,7 @@ int cmd_unlock(Context& ctx, const Args& args) {
       std::string what = mode_name(h.mode);
       if (h.count != 1 || h.mode == dlock::LockHolder::Mode::permits) what += " x" + std::to_string(h.count);
       std::printf("removed %s %s hold of '%s', held by %s (owner %s)\n", std::string(dlock::to_string(r->kind)).c_str(),
-                  what.c_str(), name.c_str(), held.c_str(), h.owner.c_str());
+                  what.c_str(), name.c_str(), held.c_str(), shown(h.owner).c_str());
     }
     std::printf("waiters were notified%s\n", r->woken_head ? " (and the head of the fair queue woken)" : "");
   } else {

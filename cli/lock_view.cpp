@@ -6,6 +6,13 @@ namespace dlock::cli {
 
 using std::chrono::milliseconds;
 
+std::string shown(std::string_view text) {
+  for (unsigned char c : text) {
+    if (c < 0x20 || c > 0x7e) return Json::quote(text);
+  }
+  return std::string(text);
+}
+
 std::string kind_name(const dlock::LockInfo& info) {
   if (info.kind == dlock::LockKind::foreign) return info.redis_type;
   return std::string(dlock::to_string(info.kind));
@@ -31,6 +38,10 @@ std::optional<OwnerInfo> holder_info(const std::string& owner) {
   if (colon == std::string_view::npos || colon == 0) return std::nullopt;
   OwnerInfo info;
   info.host = std::string(rest.substr(0, colon));
+  // Printed as is (status, list): a host with control characters is no host, but foreign data.
+  for (unsigned char c : info.host) {
+    if (c <= 0x20 || c > 0x7e) return std::nullopt;
+  }
   const std::string_view pid = rest.substr(colon + 1);
   auto [end, ec] = std::from_chars(pid.data(), pid.data() + pid.size(), info.pid);
   if (ec != std::errc() || end != pid.data() + pid.size() || pid.empty()) return std::nullopt;

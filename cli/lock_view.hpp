@@ -4,12 +4,18 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "dlock/admin.hpp"
 #include "json.hpp"
 #include "owner_token.hpp"
 
 namespace dlock::cli {
+
+// Text read from the server, made safe to print: as is when every byte is printable ASCII,
+// else quoted and escaped as a JSON string. A foreign value under a lock's key is whatever
+// its writer chose; raw, its escape sequences would drive the operator's terminal.
+std::string shown(std::string_view text);
 
 // "mutex", "reentrant", "fair", "rw", "semaphore"; for a key that is no dlock lock, its Redis
 // type ("hash", "list"...); "none" when nothing lives under the name.

@@ -1353,6 +1353,23 @@ TEST_F(CliTest, KeysWithInvalidLockNamesDoNotBreakListOrLeaks) {
   EXPECT_EQ(j["leaks"].items.at(1)["state"].str(), "invalid_name");
 }
 
+// `status` and `unlock --force` printed a foreign value raw: whoever could write the key could set
+// the operator's terminal title or clear the screen. Now they print it escaped, as `leaks` does.
+TEST_F(CliTest, StatusAndUnlockPrintAForeignValueEscaped) {
+  const std::string evil = "x\x1b]0;pwned\a\x1b[2J";
+  ASSERT_EQ(raw->cmd({"SET", key("esc"), evil, "PX", "60000"}), "OK");
+  auto status = dlock({"status", "esc"});
+  EXPECT_EQ(status.exit_code, 0) << describe(status);
+  EXPECT_EQ(status.out.find('\x1b'), std::string::npos) << describe(status);
+  EXPECT_EQ(status.out.find('\a'), std::string::npos) << describe(status);
+  EXPECT_NE(status.out.find("\"x\\u001b]0;pwned"), std::string::npos) << status.out;
+  auto unlock = dlock({"unlock", "--force", "esc"});
+  EXPECT_EQ(unlock.exit_code, 0) << describe(unlock);
+  EXPECT_EQ(unlock.out.find('\x1b'), std::string::npos) << describe(unlock);
+  EXPECT_NE(unlock.out.find("\"x\\u001b]0;pwned"), std::string::npos) << unlock.out;
+  EXPECT_EQ(raw->cmd_int({"EXISTS", key("esc")}), 0);
+}
+
 TEST_F(CliTest, ForcedUnlockRemovesTheLockAndWakesAWaiterAtOnce) {
   auto acquired = dlock({"acquire", "stuck", "--ttl", "60s"});
   ASSERT_EQ(acquired.exit_code, 0);
