@@ -6,9 +6,12 @@
 // The server checks (version, eviction, persistence, replication) run on every node that holds
 // locks: the one server, the primary the sentinels named, or EVERY primary of a Cluster (each
 // reported with its node, plus that node's cluster_state), since each has its own settings.
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <optional>
+#include <set>
 #include <sstream>
 
 #include "commands.hpp"
@@ -124,6 +127,51 @@ Check check_persistence(const Probe& c) {
           "none: a restart forgets every lock and fencing counter (counters are re-seeded from the server clock)", fix};
 }
 
+// The commands the library's Lua scripts call (src/scripts/*.lua: `grep -o "redis.call('[A-Z]*'"`),
+// each with arguments of the right arity for ACL DRYRUN. ACLs are enforced inside scripts too,
+// so a user allowed EVAL but not, say, PEXPIRE passes the EVAL probe and then fails every
+// acquisition. Keep this list in step with the scripts.
+struct ScriptCommand {
+  const char* name;
+  std::vector<std::string> args;  // after the key
+  bool keyless = false;
+};
+
+const std::vector<ScriptCommand>& script_commands() {
+  static const std::vector<ScriptCommand> commands = {
+      {"GET", {}}, {"SET", {"v"}}, {"DEL", {}}, {"EXISTS", {}}, {"TYPE", {}}, {"PTTL", {}},
+      {"PEXPIRE", {"1000"}}, {"INCR", {}}, {"DECR", {}}, {"TIME", {}, true},
+      {"HGET", {"f"}}, {"HSET", {"f", "v"}}, {"HDEL", {"f"}}, {"HMGET", {"f"}}, {"HINCRBY", {"f", "1"}},
+      {"HGETALL", {}}, {"HEXISTS", {"f"}},
+      {"LINDEX", {"0"}}, {"LPOP", {}}, {"LREM", {"0", "v"}}, {"RPUSH", {"v"}}, {"LRANGE", {"0", "-1"}},
+      {"ZADD", {"1", "m"}}, {"ZPOPMIN", {}}, {"ZREM", {"m"}}, {"ZSCORE", {"m"}}, {"ZRANGEBYSCORE", {"0", "1"}},
+      {"ZRANGE", {"0", "-1"}}, {"ZREMRANGEBYSCORE", {"0", "1"}}, {"ZREMRANGEBYRANK", {"0", "0"}}, {"ZCARD", {}},
+      {"ZCOUNT", {"0", "1"}},
+  };
+  return commands;
+}
+
+// Which scripts need what: a Mutex (and MultiLock, Redlock, fencing counters) needs the first
+// group (the README's minimal ACL); the roll (ZADD, ZPOPMIN, ZREM) is optional for it; the other
+// kinds and the admin commands need more.
+const std::vector<std::string> kMutexCommands = {"GET", "SET", "DEL", "EXISTS", "TYPE", "PTTL", "PEXPIRE",
+                                                 "INCR", "DECR", "TIME"};
+const std::vector<std::string> kRollCommands = {"ZADD", "ZPOPMIN", "ZREM"};
+const std::vector<std::pair<std::string, std::vector<std::string>>> kKindCommands = {
+    {"fair", {"LINDEX", "LPOP", "LREM", "RPUSH", "HGET", "HSET", "HDEL", "ZADD", "ZREM", "ZSCORE", "ZRANGEBYSCORE"}},
+    {"reentrant", {"HINCRBY", "HMGET", "HSET"}},
+    {"rw", {"HGET", "HMGET", "HSET", "HDEL", "ZADD", "ZRANGE", "ZREM", "ZREMRANGEBYSCORE", "ZREMRANGEBYRANK", "ZCARD",
+            "ZCOUNT", "ZSCORE"}},
+    {"semaphore", {"HGET", "HSET", "ZADD", "ZCARD", "ZRANGE", "ZREMRANGEBYSCORE", "ZREMRANGEBYRANK", "ZREM", "ZSCORE",
+                   "ZCOUNT"}},
+    {"status/list/leaks/unlock", {"HGET", "HGETALL", "HEXISTS", "LINDEX", "LRANGE", "ZSCORE", "ZRANGEBYSCORE"}},
+};
+
+std::string lower(std::string s) {
+  for (char& ch : s) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  return s;
+}
+
 // On a Cluster dlock notifies over sharded pub/sub (SPUBLISH/SSUBSCRIBE), so those are probed.
 std::vector<Check> check_acl(dlock::Client& c, const std::string& prefix, bool cluster) {
   auto who = c.command({"ACL", "WHOAMI"});
@@ -132,7 +180,6 @@ std::vector<Check> check_acl(dlock::Client& c, const std::string& prefix, bool c
   const std::string key = prefix + "{doctor}";
   const std::string channel = key + ":ch";
   const std::vector<std::pair<std::string, std::vector<std::string>>> probes = {
-      {"GET/SET lock keys", {"SET", key, "v"}},
       {"scripts (EVALSHA)", {"EVALSHA", std::string(40, '0'), "1", key}},
       {"scripts (EVAL)", {"EVAL", "return 1", "1", key}},
       {std::string(cluster ? "SPUBLISH" : "PUBLISH") + " release notifications",
@@ -140,42 +187,91 @@ std::vector<Check> check_acl(dlock::Client& c, const std::string& prefix, bool c
       {std::string(cluster ? "SSUBSCRIBE" : "SUBSCRIBE") + " to release notifications",
        {cluster ? "SSUBSCRIBE" : "SUBSCRIBE", channel}},
   };
-  // Without these a Mutex still works; its releases wake every waiting process (README, ACL).
-  const std::vector<std::pair<std::string, std::vector<std::string>>> roll_probes = {
-      {"the waiters' roll (ZADD)", {"ZADD", key + ":waiters", "1", "doctor"}},
-      {"the waiters' roll (ZPOPMIN)", {"ZPOPMIN", key + ":waiters"}},
-  };
   std::vector<Check> out;
-  std::string denied, roll_denied;
-  for (std::size_t i = 0; i < probes.size() + roll_probes.size(); ++i) {
-    const bool roll = i >= probes.size();
-    const auto& [what, cmd] = roll ? roll_probes[i - probes.size()] : probes[i];
+  // nullopt: allowed; else the refusal. Empty optional return: DRYRUN itself failed.
+  std::string dryrun_error;
+  auto dryrun = [&](const std::vector<std::string>& cmd) -> std::optional<std::string> {
     std::vector<std::string> dry = {"ACL", "DRYRUN", user};
     dry.insert(dry.end(), cmd.begin(), cmd.end());
     auto r = c.command(dry);
     if (!r) {
-      out.push_back({"acl", Status::unknown, "cannot check (ACL DRYRUN needs Redis 7 and the right to run it): " +
-                                                 r.error().what(), ""});
-      return out;
+      dryrun_error = r.error().what();
+      return std::nullopt;
     }
-    if (r->is_status() && r->str() == "OK") continue;
-    std::string& into = roll ? roll_denied : denied;
-    into += (into.empty() ? "" : "; ") + what + ": " + r->str();
+    if (r->is_status() && r->str() == "OK") return std::nullopt;
+    return r->str();
+  };
+  const auto cannot_check = [&] {
+    return Check{"acl", Status::unknown,
+                 "cannot check (ACL DRYRUN needs Redis 7 and the right to run it): " + dryrun_error, ""};
+  };
+  std::string denied;
+  for (const auto& [what, cmd] : probes) {
+    auto refused = dryrun(cmd);
+    if (!dryrun_error.empty()) return {cannot_check()};
+    if (refused) denied += (denied.empty() ? "" : "; ") + what + ": " + *refused;
   }
+  std::set<std::string> refused_in_scripts;
+  std::string script_refusal;  // the first refusal's text, which names the reason (command, key)
+  for (const auto& sc : script_commands()) {
+    std::vector<std::string> cmd = {sc.name};
+    if (!sc.keyless) cmd.push_back(key + ":acl");
+    cmd.insert(cmd.end(), sc.args.begin(), sc.args.end());
+    auto refused = dryrun(cmd);
+    if (!dryrun_error.empty()) return {cannot_check()};
+    if (refused) {
+      refused_in_scripts.insert(sc.name);
+      if (script_refusal.empty()) script_refusal = *refused;
+    }
+  }
+  const auto refused_of = [&](const std::vector<std::string>& names) {
+    std::string list;
+    for (const auto& n : names) {
+      if (refused_in_scripts.count(n) != 0) list += (list.empty() ? "" : " ") + lower(n);
+    }
+    return list;
+  };
+  const std::string core = refused_of(kMutexCommands);
+  if (!core.empty()) {
+    denied += (denied.empty() ? "" : "; ") + std::string("inside the lock scripts: ") + core + " (" +
+              script_refusal + ")";
+  }
+  const std::string roll = refused_of(kRollCommands);
   const std::string fix = "ACL SETUSER " + user + " ~" + prefix + "* &" + prefix +
                           "* +get +set +del +pexpire +pttl +type +exists +incr +decr +time +zadd +zpopmin +zrem +eval "
                           "+evalsha +publish +subscribe +unsubscribe +scan +pubsub +ping +client|setname" +
                           (cluster ? " +spublish +ssubscribe +sunsubscribe +cluster|slots" : "");
-  if (denied.empty() && !roll_denied.empty()) {
+  if (denied.empty() && !roll.empty()) {
     out.push_back({"acl", Status::warn,
-                   "user '" + user + "' is refused " + roll_denied +
-                       ": locks work, but a Mutex release wakes every waiting process instead of one",
+                   "user '" + user + "' is refused " + roll +
+                       " (the waiters' roll): locks work, but a Mutex release wakes every waiting process instead of one",
                    fix});
   } else if (denied.empty()) {
     out.push_back({"acl", Status::ok, "user '" + user + "' may use keys and channels under '" + prefix + "'", ""});
   } else {
     out.push_back({"acl", Status::fail,
-                   "user '" + user + "' is refused: " + denied + (roll_denied.empty() ? "" : "; " + roll_denied), fix});
+                   "user '" + user + "' is refused: " + denied + (roll.empty() ? "" : "; the waiters' roll: " + roll),
+                   fix});
+  }
+  // The other kinds: a warning, not a failure (the README's minimal ACL is for mutexes), but
+  // each named, since their acquisitions fail with errc::auth.
+  std::string kinds, missing;
+  std::set<std::string> missing_set;
+  for (const auto& [kind, names] : kKindCommands) {
+    const std::string r = refused_of(names);
+    if (r.empty()) continue;
+    kinds += (kinds.empty() ? "" : "; ") + kind + " (" + r + ")";
+    for (const auto& n : names) {
+      if (refused_in_scripts.count(n) != 0 && missing_set.insert(n).second) missing += " +" + lower(n);
+    }
+  }
+  if (!kinds.empty()) {
+    out.push_back({"acl-kinds", Status::warn,
+                   "user '" + user + "' may not run what these need inside their scripts: " + kinds +
+                       "; they fail with an ACL error",
+                   "if you use them: ACL SETUSER " + user + missing});
+  } else {
+    out.push_back({"acl-kinds", Status::ok, "every lock kind's scripts may run", ""});
   }
   return out;
 }

@@ -1464,6 +1464,43 @@ TEST_F(CliTest, DoctorSaysHowManyChecksCouldNotBeMade) {
   EXPECT_EQ(parse_json(dlock({"--json", "doctor"}).out, "doctor --json")["unchecked"].integer(), 0);
 }
 
+// ACLs are enforced inside scripts too. `doctor` probed only SET, EVAL/EVALSHA, PUBLISH,
+// SUBSCRIBE, ZADD and ZPOPMIN, so a user allowed those but not DEL, PEXPIRE, INCR or PTTL passed
+// ("ok acl") and then failed every acquisition. Now every command the scripts call is probed:
+// the mutex's ones fail the check, the other kinds' ones are a warning that names the kinds.
+TEST_F(CliTest, DoctorProbesEveryCommandTheScriptsCall) {
+  raw->cmd({"ACL", "SETUSER", "partial", "on", ">pw", "~dlock:*", "&dlock:*", "+hello", "+client", "+ping", "+info",
+            "+config", "+acl", "+select", "+get", "+set", "+evalsha", "+eval", "+publish", "+subscribe", "+zadd",
+            "+zpopmin", "+type", "+exists", "+time"});
+  const std::string url = "redis://partial:pw@" + server->host() + ":" + std::to_string(server->port());
+  auto run = dlock({"--redis", url, "run", "p1", "--", "true"}, {}, /*with_url=*/false);
+  ASSERT_NE(run.exit_code, 0) << "the user really cannot take a lock\n" << describe(run);
+  auto partial = dlock({"--redis", url, "doctor"}, {}, /*with_url=*/false);
+  EXPECT_EQ(partial.exit_code, 78) << describe(partial);
+  EXPECT_TRUE(std::regex_search(partial.out, std::regex("FAIL +acl .*inside the lock scripts: [a-z ]*pexpire")))
+      << partial.out;
+
+  // A mutex user as the README's minimal ACL makes one: fine for mutexes, a warning for the rest.
+  raw->cmd({"ACL", "SETUSER", "minimal", "on", ">pw", "~dlock:*", "&dlock:*", "+get", "+set", "+del", "+exists",
+            "+type", "+pttl", "+pexpire", "+incr", "+decr", "+time", "+zadd", "+zpopmin", "+zrem", "+publish",
+            "+subscribe", "+unsubscribe", "+evalsha", "+eval", "+ping", "+client|setname", "+hello", "+acl",
+            "+info", "+config"});
+  auto minimal = dlock({"--redis", "redis://minimal:pw@" + server->host() + ":" + std::to_string(server->port()),
+                        "--json", "doctor"},
+                       {}, /*with_url=*/false);
+  EXPECT_EQ(minimal.exit_code, 0) << describe(minimal);
+  const JsonValue doc = parse_json(minimal.out, "doctor minimal");
+  std::string acl, kinds;
+  for (const auto& c : doc["checks"].items) {
+    if (c["check"].str() == "acl") acl = c["status"].str();
+    if (c["check"].str() == "acl-kinds") kinds = c["status"].str() + " " + c["detail"].str();
+  }
+  EXPECT_EQ(acl, "ok") << minimal.out;
+  EXPECT_NE(kinds.find("warn"), std::string::npos) << minimal.out;
+  EXPECT_NE(kinds.find("fair ("), std::string::npos) << minimal.out;
+  EXPECT_NE(kinds.find("reentrant (hincrby hmget hset)"), std::string::npos) << minimal.out;
+}
+
 // What `doctor` says of keyspace notifications follows the flags: 'g' carries deletions, 'x'
 // expiries (it said "waiters wake when a lock expires" with Kg alone).
 TEST_F(CliTest, DoctorTellsWhichKeyspaceEventsWakeWaiters) {
