@@ -1,3 +1,4 @@
+#include <cctype>
 #include <string>
 
 #include "dlock/deployment.hpp"
@@ -39,7 +40,9 @@ std::string Deployment::display() const {
 
 Result<Deployment> parse_deployment_url(std::string_view url) {
   const auto sep = url.find("://");
-  const std::string_view scheme = sep == std::string_view::npos ? std::string_view() : url.substr(0, sep);
+  // Scheme names are case-insensitive (RFC 3986), as parse_url takes them.
+  std::string scheme(sep == std::string_view::npos ? std::string_view() : url.substr(0, sep));
+  for (char& c : scheme) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   Deployment d;
   std::string node_scheme;
   if (scheme == "redis-cluster" || scheme == "rediss-cluster") {
@@ -50,7 +53,15 @@ Result<Deployment> parse_deployment_url(std::string_view url) {
     node_scheme = scheme == "redis-sentinel" ? "redis" : "rediss";
   } else {
     auto one = parse_url(url);
-    if (!one) return one.error();
+    if (!one) {
+      // parse_url knows the one-server schemes only: name the deployment forms too.
+      if (scheme != "redis" && scheme != "rediss" && scheme != "unix") {
+        return Error(one.error().code, one.error().what() +
+                                           "; a Redis Cluster is redis-cluster://, Sentinel redis-sentinel:// "
+                                           "(rediss-cluster://, rediss-sentinel:// over TLS)");
+      }
+      return one.error();
+    }
     d.nodes.push_back(std::move(*one));
     return d;
   }
@@ -81,6 +92,14 @@ Result<Deployment> parse_deployment_url(std::string_view url) {
     auto slash = path.find('/');
     d.master_name = std::string(path.substr(0, slash));
     if (d.master_name.empty()) return bad(url, "a sentinel URL needs the primary's name: redis-sentinel://host:port/mymaster");
+    // Sentinel takes a master name as one word of its config; one with a space, a control
+    // character or a '%' (escapes are not decoded here) would only fail later, at run time, as
+    // "no sentinel could name the primary".
+    for (unsigned char c : d.master_name) {
+      if (c <= ' ' || c == 0x7f || c == '%') {
+        return bad(url, "the primary's name may not contain spaces, control characters or '%'");
+      }
+    }
     if (slash != std::string_view::npos) db_part = "/" + std::string(path.substr(slash + 1));
   }
   if (rest.empty()) return bad(url, "no host");

@@ -439,8 +439,15 @@ Result<ServerAddress> parse_tcp(std::string_view url, std::string_view rest, boo
     if (colon != std::string_view::npos) after_host = hostport.substr(colon);
     // Before "missing host": "redis://::1:6380" has an empty host only because it is an
     // unbracketed IPv6 address.
+    if (hostport.find(',') != std::string_view::npos) {
+      return url_error(url, "one server per redis:// URL: several hosts are a redis-cluster:// or "
+                            "redis-sentinel:// URL (or, for the CLI, --redlock with one URL per master)");
+    }
     if (after_host.size() > 1 && after_host.substr(1).find(':') != std::string_view::npos) {
-      return url_error(url, "an IPv6 address must be written in brackets, e.g. redis://[::1]:6379");
+      // Hex digits and colons only (no dots before the first colon): unbracketed IPv6.
+      const bool ipv6_like = host.find_first_not_of("0123456789abcdefABCDEF") == std::string_view::npos;
+      if (ipv6_like) return url_error(url, "an IPv6 address must be written in brackets, e.g. redis://[::1]:6379");
+      return url_error(url, "more than one port after host '" + std::string(host) + "'");
     }
     if (host.empty()) return url_error(url, "missing host");
     for (char c : host) {

@@ -58,6 +58,36 @@ TEST(DeploymentUrlTest, BadForms) {
   }
 }
 
+// Scheme names are case-insensitive, as for parse_url; a master name Sentinel could never know
+// (a space, a control character, an undecoded escape) is refused here, not at run time; a
+// redis:// URL with a host list says which URL forms take several hosts.
+TEST(DeploymentUrlTest, SchemeCaseMasterNameAndHostLists) {
+  auto upper = parse_deployment_url("REDIS-CLUSTER://h:1,h:2");
+  ASSERT_TRUE(upper.ok()) << upper.error().what();
+  EXPECT_EQ(upper->kind, Deployment::Kind::cluster);
+  auto mixed = parse_deployment_url("Redis-Sentinel://h:26379/main");
+  ASSERT_TRUE(mixed.ok()) << mixed.error().what();
+  EXPECT_EQ(mixed->kind, Deployment::Kind::sentinel);
+  for (const char* url : {"redis-sentinel://h:26379/my master", "redis-sentinel://h:26379/m%20x",
+                          "redis-sentinel://h:26379/m\tx"}) {
+    auto d = parse_deployment_url(url);
+    ASSERT_FALSE(d.ok()) << url;
+    EXPECT_NE(d.error().what().find("primary's name"), std::string::npos) << d.error().what();
+  }
+  auto list = parse_deployment_url("redis://h:1,h2:2");
+  ASSERT_FALSE(list.ok());
+  EXPECT_NE(list.error().what().find("redis-cluster://"), std::string::npos) << list.error().what();
+  auto ports = parse_deployment_url("redis://127.0.0.1:6379:1");
+  ASSERT_FALSE(ports.ok());
+  EXPECT_EQ(ports.error().what().find("IPv6"), std::string::npos) << ports.error().what();
+  auto v6 = parse_deployment_url("redis://::1:6379");
+  ASSERT_FALSE(v6.ok());
+  EXPECT_NE(v6.error().what().find("IPv6"), std::string::npos) << v6.error().what();
+  auto scheme = parse_deployment_url("http://h:1");
+  ASSERT_FALSE(scheme.ok());
+  EXPECT_NE(scheme.error().what().find("redis-sentinel://"), std::string::npos) << scheme.error().what();
+}
+
 // Passwords keep parse_url's lenient rules: the userinfo ends at the last '@', so '/', '?' and
 // ',' inside it are the password's, not a path, a query or a host list.
 TEST(DeploymentUrlTest, PasswordsWithSlashCommaAndQuestionMark) {
