@@ -31,7 +31,7 @@ struct Deployment {
 // parse_deployment_url()
 //
 // Accepted forms (everything parse_url accepts is a standalone deployment):
-//   redis-cluster://host:port,host:port            seeds of a Redis Cluster (db must be 0)
+//   redis-cluster://host:port,host:port            seeds of a Redis Cluster (no /db: a cluster has only db 0)
 //   rediss-cluster://user:pass@host:port,...?ca=…  the same over TLS (query as for rediss://)
 //   redis-sentinel://host:port,host:port/mymaster  sentinels and the monitored primary's name
 //   redis-sentinel://:pass@h1:26379,h2:26379/mymaster/2

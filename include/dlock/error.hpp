@@ -7,7 +7,10 @@
 //
 // Expected outcomes travel as std::error_code values. Exceptions (std::system_error carrying
 // one of these codes) are thrown only where the C++ standard's lock requirements leave no
-// other way: Mutex::lock(), and constructors given an invalid argument.
+// other way (the standard-style members of every kind: lock(), lock_shared(), try_lock*() for
+// errors other than busy/timeout, Semaphore's acquire()/try_acquire*()/release(n)), by
+// constructors, Redlock::connect() and ReentrantMutex::owner(Owner) given an invalid argument,
+// and by Result::value() on a failure.
 #pragma once
 
 #include <string>

@@ -128,8 +128,11 @@ class Redlock {
  public:
   // Redlock(nodes, name, lease)
   //
-  // `nodes`: one Client per master, all distinct (two Clients of one host:port are refused),
-  // an odd number (1, 3, 5, 7...); the Clients
+  // `nodes`: one Client per master, all distinct, an odd number (1, 3, 5, 7...). Two Clients
+  // whose addresses are spelt alike (host:port, unix path) are refused; two spellings of one
+  // server (127.0.0.1 and localhost, a host name and its IP, a unix socket and the TCP port) are
+  // not detected: making sure the masters are distinct servers is the caller's part, or the
+  // majority sits on one of them. The Clients
   // must outlive this object and its leases. nodes[0]'s watchdog renews the leases, and its key
   // prefix names the keys on every node. Names as for Mutex. Throws
   // std::system_error(errc::invalid_argument) on a bad argument. Never blocks; no I/O.
@@ -143,7 +146,7 @@ class Redlock {
   //
   // One Client per URL of a comma-separated list ("redis://a:6379,redis://b:6379,..."), for
   // callers (the CLI) that start from URLs. Throws std::system_error(errc::invalid_argument)
-  // on a bad URL, an even or empty list, or two URLs of one server. A comma ends a URL only
+  // on a bad URL, an even or empty list, or two URLs spelt alike (see above). A comma ends a URL only
   // where a scheme follows it ("...,redis://..."), so a password may contain ','. The Clients
   // connect in the background.
   static std::vector<std::unique_ptr<Client>> connect(std::string_view urls, const ClientOptions& options = {});
