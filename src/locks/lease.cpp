@@ -225,6 +225,12 @@ Result<void> extend_record(const std::shared_ptr<LeaseRecord>& rec, milliseconds
   }
   const std::vector<std::string> args = rec->renew_args(ttl);
   const auto sent = BootClock::now();
+  // An extension that may have run without this client learning it (no reply, an error after
+  // a resend) leaves the key on the new TTL, possibly shorter than the old: from now until the
+  // reply, the lease is believed valid only up to the earlier of the two ends. (Posted before
+  // the send, so it is handled on the loop before the reply is.)
+  const auto until_if_run = detail::LeaseTiming::from(rec->policy.extended_to(ttl)).validity_from(sent);
+  rec->core->post([rec, until_if_run] { rec->core->renewals().tighten(rec, until_if_run); });
   // Set on the loop thread when a watchdog renewal was sent while the extension was in flight:
   // it carries the OLD TTL and, landing after the extension, cut the key's TTL back.
   auto raced = std::make_shared<std::atomic<bool>>(false);
@@ -234,16 +240,22 @@ Result<void> extend_record(const std::shared_ptr<LeaseRecord>& rec, milliseconds
                                    if (!reply.ok() || !reply->is_integer()) return;
                                    if (reply->integer() != 1) return rec->core->renewals().lose(rec, LossReason::taken);
                                    // Replies keep their order on a connection: a renewal still in
-                                   // flight now was sent after the extension.
+                                   // flight now was sent after the extension, and the key's end is
+                                   // that renewal's, not the extension's, until corrected below.
                                    raced->store(rec->renewal.renew_in_flight);
-                                   rec->core->renewals().extended(rec, ttl, sent);
+                                   rec->core->renewals().extended(rec, ttl, sent, !raced->load());
                                  });
   if (r.ok() && r->is_integer() && r->integer() == 1 && raced->load()) {
     // Renew once more with the new TTL: sent after the racing renewal, it lands after it. Later
-    // renewals use the new TTL, so when extend() returns the key has it.
-    r = run_blocking(rec, *rec->scripts.renew, rec->scripts.renew_key_list(), args, [rec](const Result<Reply>& reply) {
-      if (reply.ok() && reply->is_integer() && reply->integer() == 0) rec->core->renewals().lose(rec, LossReason::taken);
-    });
+    // renewals use the new TTL, so when extend() returns the key has it. Only its success
+    // raises the validity to the new TTL's.
+    const auto again = BootClock::now();
+    r = run_blocking(rec, *rec->scripts.renew, rec->scripts.renew_key_list(), args,
+                     [rec, ttl, again](const Result<Reply>& reply) {
+                       if (!reply.ok() || !reply->is_integer()) return;
+                       if (reply->integer() == 0) return rec->core->renewals().lose(rec, LossReason::taken);
+                       if (reply->integer() == 1) rec->core->renewals().extended(rec, ttl, again, true);
+                     });
   }
   if (!r.ok()) return r.error();
   if (r->is_error()) return Error(detail::classify_error_reply(*r), describe(*rec) + ": " + r->str());

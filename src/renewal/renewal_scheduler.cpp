@@ -172,13 +172,28 @@ void RenewalScheduler::renew(const std::shared_ptr<LeaseRecord>& rec, time_point
   core_.eval_now(*rec->scripts.renew, rec->renew_payload(ttl), std::move(on_reply));
 }
 
-void RenewalScheduler::extended(const std::shared_ptr<LeaseRecord>& rec, milliseconds ttl, time_point sent_at) {
+void RenewalScheduler::extended(const std::shared_ptr<LeaseRecord>& rec, milliseconds ttl, time_point sent_at,
+                                bool confirmed) {
   rec->policy.retime(ttl);
+  if (!confirmed) {
+    // The corrective renewal (Lease::extend) is on its way; whatever validity the lease had
+    // stands, and its renewals run on the new TTL from now on.
+    if (rec->state() != LeaseRecord::State::held) return;
+    return schedule(rec, std::min(rec->renewal.valid_until, sent_at + rec->policy.timing().renew_interval));
+  }
   rec->renewal.valid_until = rec->policy.timing().validity_from(sent_at);
   rec->renewal.at_risk_reported = false;
   rec->set_valid_until(rec->renewal.valid_until);
   if (rec->state() != LeaseRecord::State::held) return;
   schedule(rec, rec->policy.first_due(rec->renewal, sent_at));
+}
+
+void RenewalScheduler::tighten(const std::shared_ptr<LeaseRecord>& rec, time_point until) {
+  if (rec->state() != LeaseRecord::State::held || until >= rec->renewal.valid_until) return;
+  rec->renewal.valid_until = until;
+  rec->set_valid_until(until);
+  const auto due = queue_.due_of(rec);
+  if (due && *due > until) schedule(rec, until);
 }
 
 void RenewalScheduler::lose(const std::shared_ptr<LeaseRecord>& rec, LossReason why) {

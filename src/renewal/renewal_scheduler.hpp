@@ -28,8 +28,15 @@ class RenewalScheduler {
   // Loop thread only.
   void add(const std::shared_ptr<LeaseRecord>& rec);
   void remove(LeaseRecord& rec);
-  // The record's TTL changed (Lease::extend): validity and the next renewal follow it.
-  void extended(const std::shared_ptr<LeaseRecord>& rec, milliseconds ttl, time_point sent_at);
+  // The record's TTL changed (Lease::extend): the next renewals carry it. `confirmed`: the
+  // server runs the key on it from `sent_at` on, so validity follows it; false when a renewal
+  // with the old TTL crossed the extension and may have cut the key back: validity then stays
+  // as it was until a renewal confirms the new TTL.
+  void extended(const std::shared_ptr<LeaseRecord>& rec, milliseconds ttl, time_point sent_at, bool confirmed);
+  // An extension is about to be sent, ending (if it runs) at `until`: validity is lowered to it
+  // when that is earlier, and checked then. Until the server confirms, the lease may end either
+  // way, so the earlier end is the one to believe.
+  void tighten(const std::shared_ptr<LeaseRecord>& rec, time_point until);
   // Stops the timer and hands back every record still scheduled.
   std::vector<std::shared_ptr<LeaseRecord>> take_all();
   std::size_t size() const noexcept { return queue_.size(); }

@@ -34,6 +34,12 @@ class TimerQueue {
   }
   // True while `item` is queued.
   static bool queued(const T& item) { return SlotOf{}(item) != npos; }
+  // When `item` falls due; nullopt when it is not queued.
+  std::optional<TimePoint> due_of(const T& item) const {
+    const std::uint32_t i = SlotOf{}(item);
+    if (i == npos) return std::nullopt;
+    return heap_[i].due;
+  }
   // Takes `item` out of the queue; nothing when it is not queued.
   void remove(const T& item) {
     const std::uint32_t i = SlotOf{}(item);
