@@ -8,6 +8,13 @@ namespace dlock {
 
 Result<FencedWrite> fenced_set(Client& client, std::string_view key, std::string_view value, FencingToken token) {
   if (!token) return Error(errc::invalid_argument, "fenced_set: a fencing token must be non-zero");
+  // The script compares tokens as Lua numbers (doubles): above 2^53 two tokens can compare
+  // equal, and a stale writer's lower one would pass. dlock issues none that large.
+  constexpr std::uint64_t max_exact = (std::uint64_t{1} << 53) - 1;
+  if (token.value > max_exact) {
+    return Error(errc::invalid_argument, "fenced_set: fencing token " + std::to_string(token.value) +
+                                             " is above 2^53 - 1, the largest dlock issues and compares exactly");
+  }
   auto& core = client.core();
   if (core->on_loop_thread()) return Error(errc::called_from_event_loop, "fenced_set() called on the event-loop thread");
   auto wait = std::make_shared<detail::SyncWait<Result<Reply>>>();

@@ -102,6 +102,10 @@ Semaphore::Semaphore(Client& client, std::string name, std::size_t permits, Leas
     : core_(client.core()), name_(std::move(name)), initial_permits_(permits), lease_(std::move(lease)) {
   if (auto ok = validate_lock_name(name_); !ok) throw_error(ok.code(), ok.error().what());
   if (auto ok = validate_lease(lease_); !ok) throw_error(ok.code(), ok.error().what());
+  if (permits > (std::size_t{1} << 53) - 1) {  // as set_permits(): the scripts' numbers are exact below 2^53
+    throw_error(make_error_code(errc::invalid_argument),
+                "Semaphore '" + name_ + "': " + std::to_string(permits) + " permits; at most 2^53 - 1 are allowed");
+  }
   key_ = core_->lock_key(name_);
   one_ = legs(1);
 }
@@ -235,6 +239,12 @@ Error Semaphore::last_error() const {
 
 Result<void> Semaphore::set_permits(std::size_t n) {
   const std::string what = "Semaphore '" + name_ + "' on " + core_->where();
+  // The scripts read the limit as a Lua number: exact up to 2^53 - 1 only (a larger one came
+  // back rounded, or as a negative integer that state() took for "no limit stored").
+  if (n > (std::size_t{1} << 53) - 1) {
+    return Error(errc::invalid_argument, "set_permits of " + what + ": " + std::to_string(n) +
+                                             " permits; at most 2^53 - 1 are allowed");
+  }
   Result<Reply> r = eval_blocking(core_, scripts::sem_set_limit, {key_, key_ + ":permits", key_ + ":limit"},
                                   {std::to_string(n), key_ + ":ch"});
   if (!r.ok()) return Error(r.code(), "set_permits of " + what + ": " + r.error().what());

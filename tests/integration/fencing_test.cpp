@@ -200,6 +200,15 @@ TEST_F(FencingTest, FencedSetErrors) {
   EXPECT_EQ(zero.code(), make_error_code(dlock::errc::invalid_argument)) << zero.error().what();
   EXPECT_EQ(raw->cmd_int({"EXISTS", "res"}), 0) << "a rejected zero-token write touched the key";
 
+  // Above 2^53 - 1 the script's numbers are not exact: 2^53 would pass as equal to 2^53 + 1, a
+  // stale write accepted. Refused before anything is sent.
+  auto exact = dlock::fenced_set(*client, "res", "v", FencingToken{(std::uint64_t{1} << 53) - 1});
+  EXPECT_TRUE(exact.ok()) << exact.error().what();
+  auto huge = dlock::fenced_set(*client, "res", "w", FencingToken{std::uint64_t{1} << 53});
+  EXPECT_EQ(huge.code(), make_error_code(dlock::errc::invalid_argument)) << (huge.ok() ? "accepted" : huge.error().what());
+  EXPECT_EQ(raw->cmd({"HGET", "res", "value"}), "v");
+  ASSERT_EQ(raw->cmd_int({"DEL", "res"}), 1);
+
   ASSERT_EQ(raw->cmd({"SET", "plain", "x"}), "OK");
   auto wrong = dlock::fenced_set(*client, "plain", "v", FencingToken{7});
   EXPECT_EQ(wrong.code(), make_error_code(dlock::errc::wrong_type)) << wrong.error().what();

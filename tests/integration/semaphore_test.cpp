@@ -402,6 +402,21 @@ TEST_F(SemaphoreTest, WaiterAboveTheLimitSleepsThroughReleases) {
   EXPECT_LT(th - t0, scaled(700ms));
 }
 
+// The scripts read the limit as a Lua number, exact up to 2^53 - 1: a larger one came back from
+// permits() as a negative integer, taken for "no limit stored", and the constructor's count was
+// reported instead. Refused where it is given.
+TEST_F(SemaphoreTest, LimitsBeyondExactLuaNumbersAreRefused) {
+  constexpr std::size_t max_exact = (std::size_t{1} << 53) - 1;
+  dlock::Semaphore sem(*client, "big", 2);
+  auto refused = sem.set_permits(max_exact + 1);
+  EXPECT_EQ(refused.code(), make_error_code(dlock::errc::invalid_argument)) << (refused.ok() ? "accepted" : refused.error().what());
+  ASSERT_TRUE(sem.set_permits(max_exact).ok());
+  auto limit = sem.permits();
+  ASSERT_TRUE(limit.ok()) << limit.error().what();
+  EXPECT_EQ(*limit, max_exact);
+  EXPECT_THROW(dlock::Semaphore(*client, "bigger", max_exact + 1), std::system_error);
+}
+
 // A request above the limit that a resize brings within it, but for which permits are not yet
 // free, waits for releases again: it stayed in the over-limit queue, where only "resized" wakes,
 // and took the permits 4-5 s after the release that freed them (its recheck interval).
