@@ -413,7 +413,7 @@ int cmd_run(Context& ctx, const Args& args) {
                          : "the command was stopped because lock '" + s.name + "' was lost (" + ended + ")";
     if (recovered) {
       (void)lease.release();  // renewals recovered after all: give the lock back now
-    } else if (lease.held()) {
+    } else if (lease.held() || lease.loss_reason() == dlock::LossReason::expired) {
       // The server may be unreachable: a release could block; the key expires at its TTL.
       finish(ctx, s, report);
       Context::exit_now(report.exit_code);

@@ -44,9 +44,13 @@ class Lease {
   // True when this handle refers to an acquisition (held, lost or released).
   explicit operator bool() const noexcept { return rec_ != nullptr; }
 
-  // held(): acquired, not released, and not known to be lost. Never blocks.
+  // held(): acquired, not released, not known to be lost, and its validity (remaining()) not
+  // run out. Never blocks. Not a guarantee that the key is still there: it may be deleted or
+  // expire on the server at any moment (use the fencing token where it matters).
   bool held() const noexcept;
-  // lost(): the watchdog found the lock gone, or its validity ran out. Never blocks.
+  // lost(): the watchdog found the lock gone, or its validity ran out (also when the watchdog
+  // has not got round to reporting it: after a suspend its timer wakes late; on_lost follows).
+  // Never blocks.
   bool lost() const noexcept;
   std::optional<LossReason> loss_reason() const noexcept;
 

@@ -29,11 +29,47 @@ Lease& Lease::operator=(Lease&& other) noexcept {
 
 Lease::~Lease() { (void)release(); }
 
-bool Lease::held() const noexcept { return rec_ && rec_->state() == LeaseRecord::State::held; }
-bool Lease::lost() const noexcept { return rec_ && rec_->state() == LeaseRecord::State::lost; }
+namespace {
+
+// When the validity of `rec` (a lease still in state held) ends: its own, its hold's (a take of
+// a ReentrantMutex hold) or its shortest part's (a hold in parts; the parent is never renewed).
+// nullopt when the hold or a part is no longer held.
+std::optional<BootClock::time_point> validity_end(const LeaseRecord& rec) noexcept {
+  const LeaseRecord& valid = rec.hold ? *rec.hold : rec;
+  if (valid.state() != LeaseRecord::State::held) return std::nullopt;
+  auto until = rec.parts.empty() ? valid.valid_until() : BootClock::time_point::max();
+  for (const auto& part : rec.parts) {
+    if (part->state() != LeaseRecord::State::held) return std::nullopt;
+    until = std::min(until, part->valid_until());
+  }
+  return until;
+}
+
+// Held, and its validity has ended, though the watchdog has not said so yet. Validity runs on a
+// clock that counts through suspend, but the timer that turns its end into a loss sleeps on one
+// that does not (Asio's timers wait on CLOCK_MONOTONIC): after a suspend it wakes up to a renew
+// interval late. Meanwhile held() must not say yes, nor lost() no.
+bool ran_out(const LeaseRecord& rec) noexcept {
+  if (rec.state() != LeaseRecord::State::held) return false;
+  const auto end = validity_end(rec);
+  return end && *end <= BootClock::now();
+}
+
+}  // namespace
+
+bool Lease::held() const noexcept {
+  if (!rec_ || rec_->state() != LeaseRecord::State::held) return false;
+  const auto end = validity_end(*rec_);
+  return !end || *end > BootClock::now();  // a hold or part found ended is the watchdog's to report
+}
+bool Lease::lost() const noexcept {
+  return rec_ && (rec_->state() == LeaseRecord::State::lost || ran_out(*rec_));
+}
 std::optional<LossReason> Lease::loss_reason() const noexcept {
-  if (!lost()) return std::nullopt;
-  return rec_->loss_reason();
+  if (!rec_) return std::nullopt;
+  if (rec_->state() == LeaseRecord::State::lost) return rec_->loss_reason();
+  if (ran_out(*rec_)) return LossReason::expired;
+  return std::nullopt;
 }
 
 const std::string& Lease::name() const noexcept {
@@ -47,18 +83,10 @@ const std::string& Lease::owner() const noexcept {
 FencingToken Lease::token() const noexcept { return rec_ ? rec_->token : FencingToken{}; }
 
 milliseconds Lease::remaining() const noexcept {
-  if (!held()) return milliseconds(0);
-  // A take of a shared hold is valid exactly as long as its hold, which the watchdog renews; a
-  // hold in parts as long as its shortest part.
-  const LeaseRecord& valid = rec_->hold ? *rec_->hold : *rec_;
-  if (valid.state() != LeaseRecord::State::held) return milliseconds(0);
-  // (The parent of parts is never renewed: only its parts' validity counts.)
-  auto until = rec_->parts.empty() ? valid.valid_until() : BootClock::time_point::max();
-  for (const auto& part : rec_->parts) {
-    if (part->state() != LeaseRecord::State::held) return milliseconds(0);
-    until = std::min(until, part->valid_until());
-  }
-  auto left = until - BootClock::now();
+  if (!rec_ || rec_->state() != LeaseRecord::State::held) return milliseconds(0);
+  const auto end = validity_end(*rec_);
+  if (!end) return milliseconds(0);
+  auto left = *end - BootClock::now();
   if (left.count() <= 0) return milliseconds(0);
   return std::chrono::duration_cast<milliseconds>(left);
 }
