@@ -109,7 +109,7 @@ int redlock_status(Context& ctx, const std::string& name) {
     }
     const auto& info = v.info.value();
     if (!info.held()) {
-      std::printf("node     %s: free%s\n", v.node.c_str(),
+      std::printf("node     %s: %s%s\n", v.node.c_str(), state_name(info),
                   info.kind == dlock::LockKind::foreign ? (" (a " + info.redis_type + " that is not a dlock lock)").c_str() : "");
       continue;
     }
@@ -155,9 +155,10 @@ int cmd_status(Context& ctx, const Args& args) {
   }
 
   std::printf("lock     %s\nkey      %s\nstate    %s\nkind     %s\n", name.c_str(), info.key.c_str(),
-              info.held() ? "held" : "free", kind_name(info).c_str());
+              state_name(info), kind_name(info).c_str());
   if (info.kind == dlock::LockKind::foreign) {
-    std::printf("note     the key holds a %s that is not a dlock lock; dlock leaves it alone\n",
+    std::printf("note     the key holds a %s that is not a dlock lock; dlock leaves it alone, and acquiring it "
+                "fails (exit 65)\n",
                 info.redis_type.c_str());
   }
   if (info.permits_limit) std::printf("permits  %lld\n", *info.permits_limit);

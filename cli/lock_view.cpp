@@ -13,6 +13,11 @@ std::string shown(std::string_view text) {
   return std::string(text);
 }
 
+const char* state_name(const dlock::LockInfo& info) {
+  if (info.held()) return "held";
+  return info.kind == dlock::LockKind::foreign ? "foreign" : "free";
+}
+
 std::string kind_name(const dlock::LockInfo& info) {
   if (info.kind == dlock::LockKind::foreign) return info.redis_type;
   return std::string(dlock::to_string(info.kind));
@@ -84,7 +89,7 @@ long long waiter_count(const dlock::LockInfo& info) {
 }
 
 void json_lock_members(Json& j, const dlock::LockInfo& info) {
-  j.field("name", info.name).field("key", info.key).field("state", info.held() ? "held" : "free");
+  j.field("name", info.name).field("key", info.key).field("state", state_name(info));
   j.field("kind", kind_name(info));
   // The first holder, as single-holder kinds (mutex, fair, reentrant, writer) report it.
   const dlock::LockHolder* first = info.holders.empty() ? nullptr : &info.holders.front();

@@ -21,6 +21,10 @@ std::string shown(std::string_view text);
 // type ("hash", "list"...); "none" when nothing lives under the name.
 std::string kind_name(const dlock::LockInfo& info);
 
+// "held"; "foreign" for a key that is no dlock lock (acquisitions fail on it with wrong_type, so
+// it is not free); "free" otherwise.
+const char* state_name(const dlock::LockInfo& info);
+
 // "exclusive", "read", "write", "permits".
 const char* mode_name(dlock::LockHolder::Mode mode);
 

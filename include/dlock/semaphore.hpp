@@ -154,7 +154,7 @@ class Semaphore {
   // `on_wait`: see detail::AcquireRequest::on_wait (a blocking acquire parks its caller's polling).
   void start(std::size_t k, WaitOptions wait, std::function<void(Result<Lease>)> done, std::stop_token stop,
              std::function<void()> on_wait = {}) const;
-  Result<std::pair<long long, long long>> state() const;
+  Result<std::pair<std::size_t, std::size_t>> state() const;  // {limit, live permits}
 
   std::shared_ptr<detail::ClientCore> core_;
   std::string name_;

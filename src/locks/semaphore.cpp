@@ -1,6 +1,8 @@
 #include "dlock/semaphore.hpp"
 
 #include <algorithm>
+#include <charconv>
+#include <limits>
 #include <chrono>
 
 #include "client_core.hpp"
@@ -102,10 +104,6 @@ Semaphore::Semaphore(Client& client, std::string name, std::size_t permits, Leas
     : core_(client.core()), name_(std::move(name)), initial_permits_(permits), lease_(std::move(lease)) {
   if (auto ok = validate_lock_name(name_); !ok) throw_error(ok.code(), ok.error().what());
   if (auto ok = validate_lease(lease_); !ok) throw_error(ok.code(), ok.error().what());
-  if (permits > (std::size_t{1} << 53) - 1) {  // as set_permits(): the scripts' numbers are exact below 2^53
-    throw_error(make_error_code(errc::invalid_argument),
-                "Semaphore '" + name_ + "': " + std::to_string(permits) + " permits; at most 2^53 - 1 are allowed");
-  }
   key_ = core_->lock_key(name_);
   one_ = legs(1);
 }
@@ -239,12 +237,6 @@ Error Semaphore::last_error() const {
 
 Result<void> Semaphore::set_permits(std::size_t n) {
   const std::string what = "Semaphore '" + name_ + "' on " + core_->where();
-  // The scripts read the limit as a Lua number: exact up to 2^53 - 1 only (a larger one came
-  // back rounded, or as a negative integer that state() took for "no limit stored").
-  if (n > (std::size_t{1} << 53) - 1) {
-    return Error(errc::invalid_argument, "set_permits of " + what + ": " + std::to_string(n) +
-                                             " permits; at most 2^53 - 1 are allowed");
-  }
   Result<Reply> r = eval_blocking(core_, scripts::sem_set_limit, {key_, key_ + ":permits", key_ + ":limit"},
                                   {std::to_string(n), key_ + ":ch"});
   if (!r.ok()) return Error(r.code(), "set_permits of " + what + ": " + r.error().what());
@@ -252,29 +244,40 @@ Result<void> Semaphore::set_permits(std::size_t n) {
   return {};
 }
 
-Result<std::pair<long long, long long>> Semaphore::state() const {
+// The stored limit comes back as its text (digits only; sem_state.lua checks): a Lua number is
+// exact only below 2^53, and one of 2^63 or more came back as a negative integer, which read as
+// "no limit stored" and reported the constructor's count. A count beyond size_t (written by
+// someone else) reads as the largest.
+Result<std::pair<std::size_t, std::size_t>> Semaphore::state() const {
   const std::string what = "Semaphore '" + name_ + "' on " + core_->where();
   Result<Reply> r = eval_blocking(core_, scripts::sem_state, {key_, key_ + ":permits", key_ + ":limit"}, {});
   if (!r.ok()) return Error(r.code(), what + ": " + r.error().what());
   if (r->is_error()) return Error(classify_error_reply(*r), what + ": " + r->str());
-  if (!r->is_array() || r->size() != 2 || !(*r)[0].is_integer() || !(*r)[1].is_integer()) {
+  if (!r->is_array() || r->size() != 2 || !(*r)[0].is_string() || !(*r)[1].is_integer() || (*r)[1].integer() < 0) {
     return Error(errc::protocol, what + ": unexpected reply " + r->to_string());
   }
-  long long limit = (*r)[0].integer();
-  if (limit < 0) limit = static_cast<long long>(initial_permits_);
-  return std::pair<long long, long long>{limit, (*r)[1].integer()};
+  const std::string& text = (*r)[0].str();
+  std::size_t limit = initial_permits_;
+  if (!text.empty()) {
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), limit);
+    if (ec == std::errc::result_out_of_range) limit = std::numeric_limits<std::size_t>::max();
+    else if (ec != std::errc() || end != text.data() + text.size()) {
+      return Error(errc::protocol, what + ": unexpected limit " + r->to_string());
+    }
+  }
+  return std::pair<std::size_t, std::size_t>{limit, static_cast<std::size_t>((*r)[1].integer())};
 }
 
 Result<std::size_t> Semaphore::permits() const {
   auto s = state();
   if (!s) return s.error();
-  return static_cast<std::size_t>(s->first);
+  return s->first;
 }
 
 Result<std::size_t> Semaphore::available() const {
   auto s = state();
   if (!s) return s.error();
-  return static_cast<std::size_t>(std::max(0LL, s->first - s->second));
+  return s->first > s->second ? s->first - s->second : 0;
 }
 
 }  // namespace dlock

@@ -3,8 +3,10 @@
 --                          else: a lock of another kind has this name
 -- KEYS[2]  P{N}:permits   zset: permit id -> expiry (server ms)
 -- KEYS[3]  P{N}:limit     string: the limit
--- Reply:   {limit (-1: none stored yet), live permits}; a WRONGTYPE error for keys of another type
---          and for a limit that is no count
+-- Reply:   {limit as stored, its decimal digits ('' when none is stored yet), live permits}; a
+--          WRONGTYPE error for keys of another type and for a limit that is no count. The limit
+--          is not turned into a Lua number: that is exact only below 2^53 (a size_t limit may
+--          be up to 2^64 - 1)
 local base = redis.call('TYPE', KEYS[1])['ok']
 if base ~= 'none' and (base ~= 'hash' or redis.call('HGET', KEYS[1], 'kind') ~= 'Semaphore') then
   return redis.error_reply('WRONGTYPE ' .. KEYS[1] .. ' is a ' .. base .. ' of another lock kind')
@@ -23,4 +25,4 @@ if stored and not string.match(stored, '^%d+$') then
 end
 local live = redis.pcall('ZCOUNT', KEYS[2], '(' .. now, '+inf')
 if type(live) == 'table' then return wrong_type(KEYS[2]) end
-return {tonumber(stored or '-1'), live}
+return {stored or '', live}

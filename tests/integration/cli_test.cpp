@@ -1200,6 +1200,13 @@ TEST_F(CliTest, StatusShowsHolderTtlTokenAndWaiters) {
   auto free_status = dlock({"--json", "status", "s"});
   EXPECT_EQ(free_status.exit_code, 0);
   EXPECT_EQ(parse_json(free_status.out, "status free")["state"].str(), "free");
+  // A key dlock did not write is not free: acquisitions fail on it (exit 65).
+  ASSERT_EQ(raw->cmd_int({"HSET", key("junk"), "a", "b"}), 1);
+  auto junk = dlock({"status", "junk"});
+  EXPECT_EQ(junk.exit_code, 0) << describe(junk);
+  EXPECT_NE(junk.out.find("state    foreign"), std::string::npos) << junk.out;
+  EXPECT_EQ(parse_json(dlock({"--json", "status", "junk"}).out, "status junk")["state"].str(), "foreign");
+  EXPECT_EQ(dlock({"run", "--no-wait", "junk", "--", "true"}).exit_code, 65);
 
   auto acquired = dlock({"acquire", "s", "--ttl", "30s"});
   ASSERT_EQ(acquired.exit_code, 0);

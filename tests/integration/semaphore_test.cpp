@@ -402,19 +402,23 @@ TEST_F(SemaphoreTest, WaiterAboveTheLimitSleepsThroughReleases) {
   EXPECT_LT(th - t0, scaled(700ms));
 }
 
-// The scripts read the limit as a Lua number, exact up to 2^53 - 1: a larger one came back from
-// permits() as a negative integer, taken for "no limit stored", and the constructor's count was
-// reported instead. Refused where it is given.
-TEST_F(SemaphoreTest, LimitsBeyondExactLuaNumbersAreRefused) {
-  constexpr std::size_t max_exact = (std::size_t{1} << 53) - 1;
+// The limit as stored, however large: read as a Lua number it was rounded above 2^53, and one of
+// 2^63 or more came back as a negative integer, which read as "no limit stored" (permits()
+// then reported the constructor's count).
+TEST_F(SemaphoreTest, LargeLimitsAreReportedExactly) {
   dlock::Semaphore sem(*client, "big", 2);
-  auto refused = sem.set_permits(max_exact + 1);
-  EXPECT_EQ(refused.code(), make_error_code(dlock::errc::invalid_argument)) << (refused.ok() ? "accepted" : refused.error().what());
-  ASSERT_TRUE(sem.set_permits(max_exact).ok());
-  auto limit = sem.permits();
-  ASSERT_TRUE(limit.ok()) << limit.error().what();
-  EXPECT_EQ(*limit, max_exact);
-  EXPECT_THROW(dlock::Semaphore(*client, "bigger", max_exact + 1), std::system_error);
+  for (std::size_t limit : {(std::size_t{1} << 53) + 1, std::numeric_limits<std::size_t>::max()}) {
+    ASSERT_TRUE(sem.set_permits(limit).ok());
+    auto got = sem.permits();
+    ASSERT_TRUE(got.ok()) << got.error().what();
+    EXPECT_EQ(*got, limit);
+    auto lease = sem.acquire(1, no_wait());
+    ASSERT_TRUE(lease.ok()) << lease.error().what();
+    auto avail = sem.available();
+    ASSERT_TRUE(avail.ok()) << avail.error().what();
+    EXPECT_EQ(*avail, limit - 1);
+    EXPECT_TRUE(lease->release().ok());
+  }
 }
 
 // A request above the limit that a resize brings within it, but for which permits are not yet
