@@ -50,7 +50,8 @@ class Lease {
   bool held() const noexcept;
   // lost(): the watchdog found the lock gone, or its validity ran out (also when the watchdog
   // has not got round to reporting it: after a suspend its timer wakes late; on_lost follows).
-  // Never blocks.
+  // A release() in that moment may still succeed (the key outlives the validity by the drift
+  // allowance); lost() and loss_reason() then read false and none again. Never blocks.
   bool lost() const noexcept;
   std::optional<LossReason> loss_reason() const noexcept;
 

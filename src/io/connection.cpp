@@ -424,7 +424,8 @@ void Connection::arm_ping() {
   if (options_.ping_interval.count() <= 0) return;
   ping_timer_.expires_after(options_.ping_interval);
   ping_timer_.async_wait([this, weak = weak_from_this(), gen = generation_](std::error_code ec) {
-    if (ec || weak.expired() || gen != generation_ || state_ != State::ready) return;
+    const auto self = weak.lock();  // held while the handler runs
+    if (ec || !self || gen != generation_ || state_ != State::ready) return;
     if (inflight_.empty()) enqueue_write(Command{format_command({"PING"}), [](Result<Reply>) {}});
     arm_ping();
   });

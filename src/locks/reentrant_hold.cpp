@@ -384,7 +384,7 @@ bool reentrant_hold_live(const ClientCore& core, const std::string& key, const s
 // are decided under the registry lock, as join() decides whether a new take joins this hold:
 // a take joining a hold still live counts before the release can end it, and one that comes
 // after finds it ended and starts its own.
-void reentrant_take_released(const std::shared_ptr<LeaseRecord>& take) noexcept {
+void reentrant_take_released(const std::shared_ptr<LeaseRecord>& take) {
   const auto* d = std::get_deleter<TakeDeleter>(take);
   if (d == nullptr || !d->hold) return;
   const std::shared_ptr<ReentrantHold>& hold = d->hold;

@@ -55,7 +55,7 @@ bool reentrant_hold_live(const ClientCore& core, const std::string& key, const s
 
 // A take's release was claimed (held -> releasing), on any thread: when it was the hold's last
 // unreleased take, the hold ends (leaves the watchdog). No-op for any other record.
-void reentrant_take_released(const std::shared_ptr<LeaseRecord>& take) noexcept;
+void reentrant_take_released(const std::shared_ptr<LeaseRecord>& take);
 
 // Validity left of the hold a ReentrantMutex lease belongs to (zero when it is not held).
 milliseconds reentrant_hold_remaining(const Lease& lease) noexcept;

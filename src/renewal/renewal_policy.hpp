@@ -31,6 +31,11 @@ struct RenewalState {
   BootClock::time_point valid_until;
   bool renew_in_flight = false;
   bool at_risk_reported = false;
+  // The last Lease::extend(): when it was sent, and where the lease ends if it ran. A renewal
+  // sent before it ran before it on the server, so the extension's end caps what that renewal's
+  // reply may claim (RenewalScheduler::tighten).
+  BootClock::time_point extension_sent{};
+  BootClock::time_point extension_end{};
 };
 
 enum class RenewalAction { none, renew, lose };
@@ -115,7 +120,8 @@ class RenewalPolicy {
       step.action = RenewalAction::lose;
       return step;
     }
-    const time_point until = timing_.validity_from(sent);
+    time_point until = timing_.validity_from(sent);
+    if (sent < s.extension_sent) until = std::min(until, s.extension_end);
     if (until > s.valid_until) s.valid_until = until;
     s.at_risk_reported = false;
     RenewalStep step;

@@ -188,7 +188,9 @@ void RenewalScheduler::extended(const std::shared_ptr<LeaseRecord>& rec, millise
   schedule(rec, rec->policy.first_due(rec->renewal, sent_at));
 }
 
-void RenewalScheduler::tighten(const std::shared_ptr<LeaseRecord>& rec, time_point until) {
+void RenewalScheduler::tighten(const std::shared_ptr<LeaseRecord>& rec, time_point sent, time_point until) {
+  rec->renewal.extension_sent = sent;
+  rec->renewal.extension_end = until;
   if (rec->state() != LeaseRecord::State::held || until >= rec->renewal.valid_until) return;
   rec->renewal.valid_until = until;
   rec->set_valid_until(until);

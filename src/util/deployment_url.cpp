@@ -92,13 +92,11 @@ Result<Deployment> parse_deployment_url(std::string_view url) {
     auto slash = path.find('/');
     d.master_name = std::string(path.substr(0, slash));
     if (d.master_name.empty()) return bad(url, "a sentinel URL needs the primary's name: redis-sentinel://host:port/mymaster");
-    // Sentinel takes a master name as one word of its config; one with a space, a control
-    // character or a '%' (escapes are not decoded here) would only fail later, at run time, as
-    // "no sentinel could name the primary".
+    // Sentinel takes a master name as one word of its config; one with a space or a control
+    // character would only fail later, at run time, as "no sentinel could name the primary".
+    // (The name is taken as written: no %-escapes are decoded.)
     for (unsigned char c : d.master_name) {
-      if (c <= ' ' || c == 0x7f || c == '%') {
-        return bad(url, "the primary's name may not contain spaces, control characters or '%'");
-      }
+      if (c <= ' ' || c == 0x7f) return bad(url, "the primary's name may not contain spaces or control characters");
     }
     if (slash != std::string_view::npos) db_part = "/" + std::string(path.substr(slash + 1));
   }

@@ -28,7 +28,7 @@ TEST_F(LeaseValidityTest, ALeaseIsNotHeldPastItsValidityBeforeTheWatchdogSaysSo)
   LossProbe probe;
   dlock::LeaseOptions lo;
   lo.mode = dlock::LeaseMode::fixed_ttl;
-  lo.ttl = 300ms;
+  lo.ttl = 600ms;
   probe.attach(lo);
   dlock::Mutex m(*client, "runs-out", lo);
   ASSERT_TRUE(m.try_lock());
@@ -37,15 +37,15 @@ TEST_F(LeaseValidityTest, ALeaseIsNotHeldPastItsValidityBeforeTheWatchdogSaysSo)
   ASSERT_TRUE(lease.ok()) << lease.error().what();
   const auto taken = std::chrono::steady_clock::now();
 
-  // The event loop is kept busy for 900 ms: no timer of the watchdog runs meanwhile.
+  // The event loop is kept busy for 1.5 s: no timer of the watchdog runs meanwhile.
   std::promise<void> entered;
   dlock::Mutex blocker(*client, "blocker");
   blocker.async_acquire(dlock::WaitOptions{}, [&](dlock::Result<dlock::Lease>) {
     entered.set_value();
-    std::this_thread::sleep_for(900ms);
+    std::this_thread::sleep_for(1500ms);
   });
   entered.get_future().wait();
-  std::this_thread::sleep_until(taken + 450ms);
+  std::this_thread::sleep_until(taken + 800ms);
   ASSERT_EQ(probe.calls.load(), 0) << "the watchdog ran while the loop was busy";
 
   EXPECT_FALSE(lease->held()) << "held() past the validity";
