@@ -258,7 +258,7 @@ Result<void> extend_record(const std::shared_ptr<LeaseRecord>& rec, milliseconds
   // reply, the lease is believed valid only up to the earlier of the two ends. (Posted before
   // the send, so it is handled on the loop before the reply is.)
   const auto until_if_run = detail::LeaseTiming::from(rec->policy.extended_to(ttl)).validity_from(sent);
-  rec->core->post([rec, sent, until_if_run] { rec->core->renewals().tighten(rec, sent, until_if_run); });
+  rec->core->post([rec, until_if_run] { rec->core->renewals().tighten(rec, until_if_run); });
   // Set on the loop thread when a watchdog renewal was sent while the extension was in flight:
   // it carries the OLD TTL and, landing after the extension, cut the key's TTL back.
   auto raced = std::make_shared<std::atomic<bool>>(false);

@@ -31,11 +31,10 @@ struct RenewalState {
   BootClock::time_point valid_until;
   bool renew_in_flight = false;
   bool at_risk_reported = false;
-  // The last Lease::extend(): when it was sent, and where the lease ends if it ran. A renewal
-  // sent before it ran before it on the server, so the extension's end caps what that renewal's
-  // reply may claim (RenewalScheduler::tighten).
-  BootClock::time_point extension_sent{};
-  BootClock::time_point extension_end{};
+  // The renewal in flight was sent before a Lease::extend() that may have run after it on the
+  // server (RenewalScheduler::tighten): its reply raises no validity. (A flag in the padding, not
+  // the extension's end: the watchdog keeps one of these per held lease.)
+  bool reply_before_extension = false;
 };
 
 enum class RenewalAction { none, renew, lose };
@@ -120,9 +119,9 @@ class RenewalPolicy {
       step.action = RenewalAction::lose;
       return step;
     }
-    time_point until = timing_.validity_from(sent);
-    if (sent < s.extension_sent) until = std::min(until, s.extension_end);
-    if (until > s.valid_until) s.valid_until = until;
+    const time_point until = timing_.validity_from(sent);
+    if (s.reply_before_extension) s.reply_before_extension = false;  // the extension decides
+    else if (until > s.valid_until) s.valid_until = until;
     s.at_risk_reported = false;
     RenewalStep step;
     step.next = std::max(sent + timing_.renew_interval, now);
@@ -131,6 +130,7 @@ class RenewalPolicy {
 
   RenewalStep on_renew_failed(RenewalState& s, time_point now) const {
     s.renew_in_flight = false;
+    s.reply_before_extension = false;
     RenewalStep step;
     if (now >= s.valid_until) {
       step.action = RenewalAction::lose;

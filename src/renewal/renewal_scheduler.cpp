@@ -175,6 +175,7 @@ void RenewalScheduler::renew(const std::shared_ptr<LeaseRecord>& rec, time_point
 void RenewalScheduler::extended(const std::shared_ptr<LeaseRecord>& rec, milliseconds ttl, time_point sent_at,
                                 bool confirmed) {
   rec->policy.retime(ttl);
+  rec->renewal.reply_before_extension = false;  // that renewal's reply is ignored now (another TTL)
   if (!confirmed) {
     // The corrective renewal (Lease::extend) is on its way; whatever validity the lease had
     // stands, and its renewals run on the new TTL from now on.
@@ -188,9 +189,8 @@ void RenewalScheduler::extended(const std::shared_ptr<LeaseRecord>& rec, millise
   schedule(rec, rec->policy.first_due(rec->renewal, sent_at));
 }
 
-void RenewalScheduler::tighten(const std::shared_ptr<LeaseRecord>& rec, time_point sent, time_point until) {
-  rec->renewal.extension_sent = sent;
-  rec->renewal.extension_end = until;
+void RenewalScheduler::tighten(const std::shared_ptr<LeaseRecord>& rec, time_point until) {
+  if (rec->renewal.renew_in_flight) rec->renewal.reply_before_extension = true;
   if (rec->state() != LeaseRecord::State::held || until >= rec->renewal.valid_until) return;
   rec->renewal.valid_until = until;
   rec->set_valid_until(until);

@@ -33,12 +33,12 @@ class RenewalScheduler {
   // with the old TTL crossed the extension and may have cut the key back: validity then stays
   // as it was until a renewal confirms the new TTL.
   void extended(const std::shared_ptr<LeaseRecord>& rec, milliseconds ttl, time_point sent_at, bool confirmed);
-  // An extension sent at `sent` ends the lease (if it runs) at `until`: validity is lowered to
-  // it when that is earlier, and checked then, and no renewal sent before `sent` (the server ran
-  // it first) may claim more. Until the server confirms, the lease may end either way, so the
+  // An extension ends the lease (if it runs) at `until`: validity is lowered to it when that is
+  // earlier, and checked then, and the renewal in flight (sent before it: the server ran it
+  // first) raises nothing. Until the server confirms, the lease may end either way, so the
   // earlier end is the one to believe: a shorter extension whose outcome stays unknown ends the
   // lease there (on_lost), though the key may live on.
-  void tighten(const std::shared_ptr<LeaseRecord>& rec, time_point sent, time_point until);
+  void tighten(const std::shared_ptr<LeaseRecord>& rec, time_point until);
   // Stops the timer and hands back every record still scheduled.
   std::vector<std::shared_ptr<LeaseRecord>> take_all();
   std::size_t size() const noexcept { return queue_.size(); }

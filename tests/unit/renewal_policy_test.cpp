@@ -225,21 +225,21 @@ TEST(RenewalPolicy, RenewedValidityCountsFromSendNotReply) {
   EXPECT_FALSE(s.renew_in_flight);
 }
 
-// A renewal sent before an extension ran before it on the server: its reply may not claim more
-// than the extension's end (a shorter extend() cut the key after that renewal set it). One sent
-// after the extension is not capped: it ran last.
-TEST(RenewalPolicy, ARenewalSentBeforeAnExtensionIsCappedByIt) {
+// A renewal sent before an extension ran before it on the server: its reply raises no
+// validity (a shorter extend() cut the key after that renewal set it). The next one does.
+TEST(RenewalPolicy, ARenewalSentBeforeAnExtensionRaisesNothing) {
   const RenewalPolicy p = watchdog();
   RenewalState s = acquired(p, t0);
   ASSERT_EQ(p.on_due(s, t0 + seconds(10)).action, RenewalAction::renew);
-  // extend(2 s) sent at +10.001 s, after the renewal (at +10 s) and before its reply.
-  s.extension_sent = t0 + milliseconds(10001);
-  s.extension_end = t0 + milliseconds(11979);
+  // extend(2 s) sent at +10.001 s, after the renewal (at +10 s) and before its reply: tighten().
+  s.valid_until = t0 + milliseconds(11979);
+  s.reply_before_extension = true;
   p.on_renewed(s, t0 + seconds(10), t0 + milliseconds(10002));
-  EXPECT_EQ(s.valid_until, t0 + milliseconds(29698)) << "raised past the extension's end";
-  ASSERT_EQ(p.on_due(s, t0 + seconds(20)).action, RenewalAction::renew);
-  p.on_renewed(s, t0 + seconds(20), t0 + milliseconds(20002));
-  EXPECT_EQ(s.valid_until, t0 + milliseconds(49698));
+  EXPECT_EQ(s.valid_until, t0 + milliseconds(11979)) << "raised past the extension's end";
+  EXPECT_FALSE(s.reply_before_extension);
+  ASSERT_EQ(p.on_due(s, t0 + seconds(11)).action, RenewalAction::renew);
+  p.on_renewed(s, t0 + seconds(11), t0 + milliseconds(11002));
+  EXPECT_EQ(s.valid_until, t0 + milliseconds(40698));
 }
 
 TEST(RenewalPolicy, VeryLateReplySchedulesNextNoEarlierThanNow) {
