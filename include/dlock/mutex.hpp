@@ -81,8 +81,10 @@ class Mutex {
   // protocol, overloaded, called_from_event_loop, shutdown.
   // Not returned: a lease whose validity ended before its reply came back (a stalled network
   // or process). Such a late acquisition is given back (compare-and-delete) before acquire()
-  // goes on: a one-try acquire reports busy, a waiting one keeps waiting. The same holds for
-  // every lock kind.
+  // goes on: a one-try acquire reports busy, a waiting one keeps waiting, until three tries in
+  // a row were answered that late: it then fails with timeout ("the lease TTL is too short for
+  // this server's latency") rather than take and give back until its deadline. The same holds
+  // for every lock kind.
   Result<Lease> acquire(WaitOptions wait = {}, std::stop_token stop = {});
 
   // async_acquire(): acquire() without blocking; `done` runs on the event loop (see Client).

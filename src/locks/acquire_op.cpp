@@ -124,6 +124,11 @@ class WaitQueue final : public std::enable_shared_from_this<WaitQueue> {
   std::uint64_t generation_ = 0;
 };
 
+// How many tries in a row answered after their validity end a wait (AcquireOp::on_attempt).
+// One is a paused process or a hiccup, and the next try is made at once; three say the TTL is
+// too short for the round trip.
+constexpr std::uint8_t kLateTriesToGiveUp = 3;
+
 class AcquireOp final : public std::enable_shared_from_this<AcquireOp> {
  public:
   AcquireOp(std::shared_ptr<ClientCore> core, AcquireRequest req, AcquireDone done)
@@ -286,6 +291,18 @@ class AcquireOp final : public std::enable_shared_from_this<AcquireOp> {
       case Attempt::Kind::busy: break;
     }
     if (single_) return finish(Error(errc::busy, req_.what + " is held by another owner"));
+    // A try that acquired but was answered after its validity ended was given back. Once, it is
+    // a pause or a hiccup; try after try, the lease TTL is shorter than this server's round
+    // trip, and the wait would go on to its deadline (or for ever) taking and giving back.
+    late_in_a_row_ = a.late ? late_in_a_row_ + 1 : 0;
+    if (late_in_a_row_ >= kLateTriesToGiveUp) {
+      const auto took = std::chrono::duration_cast<milliseconds>(last_round_trip_).count();
+      return finish(Error(errc::timeout, "acquiring " + req_.what + ": " + std::to_string(kLateTriesToGiveUp) +
+                                             " tries in a row acquired, but were answered after the lease's "
+                                             "validity had ended (the last took " + std::to_string(took) +
+                                             " ms) and were given back: the lease TTL is too short for this "
+                                             "server's latency"));
+    }
     if (unsubscribed_try_) {
       unsubscribed_try_ = false;
       return become_head();  // now subscribes, then tries again
@@ -392,6 +409,7 @@ class AcquireOp final : public std::enable_shared_from_this<AcquireOp> {
   bool pass_turn_ = false;         // acquired with room left: the next head tries at once
   bool roll_try_ = false;          // the try in flight keeps a place on the waiters' roll
   bool leaves_roll_ = false;       // ... and leaves the roll if it acquires
+  std::uint8_t late_in_a_row_ = 0;  // tries answered after their validity, in a row (on_attempt)
   std::optional<milliseconds> others_ttl_;  // acquired a shared hold: when others' holds expire
   std::uint64_t seen_generation_ = 0;
   std::optional<std::stop_callback<std::function<void()>>> stop_cb_;

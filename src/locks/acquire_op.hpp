@@ -44,6 +44,10 @@ struct Attempt {
   // an ordered MultiLock's give-back (its momentary hold released) would otherwise wake every
   // other MultiLock waiter over an overlapping set, which gives back in turn, round after round.
   std::optional<std::size_t> busy_channel;
+  // busy: the try did acquire, but its answer came after the lease's validity had ended, and
+  // the hold was given back (script_attempt.hpp, refuse_late). A wait that sees only such
+  // answers, try after try, ends with an error instead of trying for ever (AcquireOp).
+  bool late = false;
 };
 
 // What the wait tells one try. Only kinds that keep a waiters' roll in Redis (Mutex) read it.

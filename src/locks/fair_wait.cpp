@@ -142,6 +142,9 @@ namespace {
 // server is slow to answer (the place then expires by itself).
 constexpr milliseconds timeout_cleanup_grace{200};
 
+// How many acquisitions refused as late (after_refusal), with no busy answer between, end a wait.
+constexpr std::uint8_t kLateTriesToGiveUp = 3;
+
 class FairWaitOp final : public std::enable_shared_from_this<FairWaitOp> {
  public:
   FairWaitOp(std::shared_ptr<ClientCore> core, std::shared_ptr<const FairSpec> spec, WaitOptions wait, FairDone done,
@@ -289,6 +292,15 @@ class FairWaitOp final : public std::enable_shared_from_this<FairWaitOp> {
     if (single_) {
       return deliver(Error(errc::busy, spec_->what + " was taken too late (the reply came after the lease's validity ended); released again"));
     }
+    // Once, a pause or a hiccup; try after try (no busy answer between), the lease TTL is
+    // shorter than this server's round trip: the wait would take and give back until its
+    // deadline, or for ever (as AcquireOp does for the other kinds).
+    if (++late_in_a_row_ >= kLateTriesToGiveUp) {
+      return give_up(Error(errc::timeout, "acquiring " + spec_->what + ": " + std::to_string(kLateTriesToGiveUp) +
+                                              " acquisitions in a row were answered after the lease's validity had "
+                                              "ended and given back: the lease TTL is too short for this server's "
+                                              "latency"));
+    }
     if (deadline_ && BootClock::now() >= *deadline_) {
       return give_up(Error(errc::timeout, "timed out waiting for " + spec_->what));
     }
@@ -382,6 +394,7 @@ class FairWaitOp final : public std::enable_shared_from_this<FairWaitOp> {
         break;
     }
     last_busy_sent_ = sent;
+    late_in_a_row_ = 0;
     if (single_) {
       return deliver(Error(errc::busy, spec_->what + " is held by another owner, or others are queued for it"));
     }
@@ -540,6 +553,7 @@ class FairWaitOp final : public std::enable_shared_from_this<FairWaitOp> {
   bool sleeping_ = false;
   bool finished_ = false;       // no more tries: the outcome is decided
   bool delivered_ = false;      // done_ ran
+  std::uint8_t late_in_a_row_ = 0;  // acquisitions refused as late since the last busy answer
   std::uint64_t generation_ = 0;       // notifications received
   std::uint64_t seen_generation_ = 0;  // ... when the last try was sent
   std::optional<Error> pending_;       // the outcome of a wait given up, delivered after cleanup

@@ -139,6 +139,7 @@ class OrderedTry : public std::enable_shared_from_this<OrderedTry> {
       // owner's keys stay) before the try reports busy; no record was made.
       a.kind = Attempt::Kind::busy;
       a.holder_ttl = milliseconds(0);
+      a.late = true;
       return give_back(spec_->groups.size(), std::move(a));
     }
     a.kind = Attempt::Kind::acquired;

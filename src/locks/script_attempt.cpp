@@ -68,6 +68,7 @@ bool refuse_late(Attempt& a, const std::function<void(Attempt)>& report) {
   a = Attempt{};
   a.kind = Attempt::Kind::busy;
   a.holder_ttl = milliseconds(0);
+  a.late = true;
   release_unwanted(lease, [report, busy = std::move(a)]() mutable { report(std::move(busy)); });
   return true;
 }

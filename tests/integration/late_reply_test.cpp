@@ -420,6 +420,40 @@ TEST_P(LateReplyKinds, SlowAnswerWithinValidityIsRenewedInTime) {
   EXPECT_TRUE(r->value().release().ok());
 }
 
+// Every answer is late: the link's round trip (2 × 200 ms) is longer than the lease's validity
+// (TTL 300 ms). Each try takes the lock and has to give it back; before, the wait went on doing
+// that until its deadline ("timed out waiting"), or for ever without one. It now ends after a
+// few such tries with an error that says what is wrong, long before the deadline, and leaves
+// nothing behind.
+TEST_P(LateReplyKinds, EveryAnswerLateEndsTheWaitWithTheReason) {
+  const Kind& k = GetParam();
+  const std::string name = "late-always";
+  Locker lock = k.make(*late, name, short_lived());
+  // The kind's scripts are loaded first (through the fast link), so each try is one round trip.
+  Outcome warmed;
+  lock.async_acquire(dlock::test::no_wait(), warmed.callback());
+  auto w = warmed.get(scaled(5000ms));
+  ASSERT_TRUE(w.has_value() && w->ok()) << (w ? w->error().what() : "no answer");
+  ASSERT_TRUE(w->value().release().ok());
+
+  proxy->delay(200ms);
+  const milliseconds timeout = scaled(30000ms);
+  const auto started = std::chrono::steady_clock::now();
+  Outcome out;
+  lock.async_acquire(waiting(timeout), out.callback());
+  auto r = out.get(timeout + scaled(5000ms));
+  const auto took = std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() - started);
+  proxy->pass();
+  ASSERT_TRUE(r.has_value()) << "the acquisition never finished";
+  ASSERT_FALSE(r->ok()) << k.label << ": returned a lease through a link slower than its validity";
+  EXPECT_EQ(r->code(), dlock::errc::timeout) << r->error().what();
+  EXPECT_NE(r->error().what().find("too short"), std::string::npos) << r->error().what();
+  EXPECT_LT(took, timeout / 2) << k.label << ": the wait ran on towards its deadline";
+  EXPECT_TRUE(eventually([&] { return k.clean(*raw, name); }, scaled(2000ms))) << k.label << ": a hold was left";
+  EXPECT_TRUE(eventually([&] { return late->active_leases() == 0; }, scaled(2000ms)))
+      << k.label << ": " << late->active_leases() << " records left in the watchdog";
+}
+
 INSTANTIATE_TEST_SUITE_P(Kinds, LateReplyKinds,
                          ::testing::Values(mutex_kind(), reentrant_kind(), writer_kind(), reader_kind(),
                                            semaphore_kind(), fair_kind(), multi_kind(false), multi_kind(true)),
