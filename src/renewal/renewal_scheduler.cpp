@@ -3,6 +3,7 @@
 #include <charconv>
 
 #include "client_core.hpp"
+#include "locks/idempotent_call.hpp"
 #include "scripts/script_call.hpp"
 
 namespace dlock::detail {
@@ -200,9 +201,31 @@ void RenewalScheduler::tighten(const std::shared_ptr<LeaseRecord>& rec, time_poi
 
 void RenewalScheduler::lose(const std::shared_ptr<LeaseRecord>& rec, LossReason why) {
   remove(*rec);
+  const bool was_held = rec->state() == LeaseRecord::State::held;
   if (!rec->mark_lost(why)) return;
   core_.active_leases_.fetch_sub(1);
+  if (was_held && why == LossReason::expired && rec->policy.mode() == LeaseMode::watchdog && !rec->hold &&
+      rec->parts.empty()) {
+    free_key(rec);
+  }
   if (rec->events.on_lost) rec->events.on_lost(why);
+}
+
+// A watchdog lease whose validity ran out was not given up by the server: its last renewals
+// went unanswered (a slow link, a paused server, a connection that broke), and the server may
+// have run them. The key may then live a whole TTL past the loss, held by nobody, and everyone
+// else waits it out. So it is released by its owner token, as an unwanted acquisition is
+// (another owner's hold stays; a FairLock hands on to its next waiter), and sent again while
+// its outcome is unknown. On the same connection it lands after any renewal still in flight.
+// A fixed-TTL lease is left alone: its key was meant to live out its TTL.
+void RenewalScheduler::free_key(const std::shared_ptr<LeaseRecord>& rec) {
+  if (rec->scripts.fanout) {
+    return rec->scripts.fanout->run(*rec->scripts.release, rec->scripts.release_key_list(), rec->release_args(),
+                                    [rec](Result<Reply>) {});
+  }
+  send_idempotent(rec->core, [rec, payload = rec->release_payload()](ReplyHandler done) {
+    rec->core->eval_now(*rec->scripts.release, payload, std::move(done));
+  });
 }
 
 }  // namespace dlock::detail

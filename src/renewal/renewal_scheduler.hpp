@@ -43,7 +43,8 @@ class RenewalScheduler {
   std::vector<std::shared_ptr<LeaseRecord>> take_all();
   std::size_t size() const noexcept { return queue_.size(); }
 
-  // Reports the loss (exactly once) and stops scheduling the record.
+  // Reports the loss (exactly once) and stops scheduling the record. A watchdog lease lost
+  // because its validity ran out is also released by its owner token (free_key).
   void lose(const std::shared_ptr<LeaseRecord>& rec, LossReason why);
   // A revocation of a listening record was announced (or may have been missed): check the key.
   void revoked(const std::shared_ptr<LeaseRecord>& rec);
@@ -56,6 +57,7 @@ class RenewalScheduler {
   void check(const std::shared_ptr<LeaseRecord>& rec);
   void stop_listening(LeaseRecord& rec);
   void apply(const std::shared_ptr<LeaseRecord>& rec, const RenewalStep& step, time_point now);
+  void free_key(const std::shared_ptr<LeaseRecord>& rec);
 
   // Where a record keeps its place in queue_.
   struct SlotOf {

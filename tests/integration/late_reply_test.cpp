@@ -19,6 +19,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <future>
@@ -452,6 +453,37 @@ TEST_P(LateReplyKinds, EveryAnswerLateEndsTheWaitWithTheReason) {
   EXPECT_TRUE(eventually([&] { return k.clean(*raw, name); }, scaled(2000ms))) << k.label << ": a hold was left";
   EXPECT_TRUE(eventually([&] { return late->active_leases() == 0; }, scaled(2000ms)))
       << k.label << ": " << late->active_leases() << " records left in the watchdog";
+}
+
+// A watchdog lease whose renewals reach the server but whose answers do not come back: its
+// validity (300 ms on the client's clock) runs out and it is lost, while the server renewed the
+// key to its 10 s TTL. Before, that key was left to sit out those 10 s, held by nobody; it is now
+// released by its owner token when the loss is reported.
+TEST_P(LateReplyKinds, ALeaseLostWithItsRenewalsUnansweredFreesItsKey) {
+  const Kind& k = GetParam();
+  const std::string name = "lost-renewed";
+  auto lost = std::make_shared<std::atomic<int>>(0);
+  dlock::LeaseOptions options = lingering();
+  options.events.on_lost = [lost](dlock::LossReason why) {
+    lost->store(why == dlock::LossReason::expired ? 1 : 2);
+  };
+  Locker lock = k.make(*late, name, options);
+  Outcome out;
+  lock.async_acquire(dlock::test::no_wait(), out.callback());
+  auto r = out.get(scaled(5000ms));
+  ASSERT_TRUE(r.has_value() && r->ok()) << (r ? r->error().what() : "no answer");
+  std::this_thread::sleep_for(250ms);  // renewed (every 100 ms): its renew script is loaded
+  ASSERT_EQ(lost->load(), 0) << k.label << ": lost before the replies were held";
+
+  proxy->hold_replies();
+  ASSERT_TRUE(eventually([&] { return lost->load() != 0; }, scaled(5000ms))) << k.label << ": never lost";
+  EXPECT_EQ(lost->load(), 1) << k.label << ": lost, but not as expired";
+  EXPECT_TRUE(eventually([&] { return k.clean(*raw, name); }, scaled(3000ms)))
+      << k.label << ": the lost lease's key was left to its TTL";
+  proxy->pass();
+  EXPECT_FALSE(r->value().held());
+  EXPECT_EQ(r->value().release().code(), dlock::errc::lock_lost);
+  EXPECT_EQ(late->active_leases(), 0u);
 }
 
 INSTANTIATE_TEST_SUITE_P(Kinds, LateReplyKinds,
