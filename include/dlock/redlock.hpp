@@ -131,8 +131,11 @@ class Redlock {
   // `nodes`: one Client per master, all distinct, an odd number (1, 3, 5, 7...). Two Clients
   // whose addresses are spelt alike (host:port, unix path) are refused; two spellings of one
   // server (127.0.0.1 and localhost, a host name and its IP, a unix socket and the TCP port) are
-  // not detected: making sure the masters are distinct servers is the caller's part, or the
-  // majority sits on one of them. The Clients
+  // not detected: making sure the masters are distinct servers is the caller's part. Such a
+  // server still grants the key once per acquisition (its second spelling finds the key taken,
+  // SET NX), so two holders still need intersecting sets of servers, but the lock survives
+  // fewer failures than the node count says: with {A, A', B}, losing A stops every
+  // acquisition. The Clients
   // must outlive this object and its leases. nodes[0]'s watchdog renews the leases, and its key
   // prefix names the keys on every node. Names as for Mutex. Throws
   // std::system_error(errc::invalid_argument) on a bad argument. Never blocks; no I/O.

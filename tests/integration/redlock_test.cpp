@@ -15,6 +15,7 @@
 #include "dlock/dlock.hpp"
 #include "dlock/redlock.hpp"
 #include "scripts/script.hpp"
+#include "support/fault_proxy.hpp"
 #include "support/lock_helpers.hpp"
 #include "support/process.hpp"
 #include "support/raw_connection.hpp"
@@ -299,6 +300,39 @@ TEST_F(RedlockTest, TwoOfFiveDownStillWorks) {
   EXPECT_EQ(other.acquire(no_wait()).code(), dlock::errc::busy);
   ASSERT_TRUE(lease->release().ok());
   for (std::size_t i : {0, 2, 4}) EXPECT_EQ(get(i, key_of("two-down")), "(nil)");
+}
+
+// Two spellings of one server (here: the server itself and a proxy to it) are not detected
+// (redlock.hpp). The lock stays exclusive, as the one server grants the key once per
+// acquisition (its second spelling finds it taken), but it survives fewer failures than its
+// node count says: with that server down, no majority is left.
+TEST_F(RedlockTest, TwoSpellingsOfOneServerGrantTheKeyOnce) {
+  dlock::test::FaultProxy alias(group.server(0).host(), group.server(0).port());
+  auto spelled = [&] {
+    Clients c;
+    c.push_back(std::make_unique<dlock::Client>(group.urls()[0], options()));
+    c.push_back(std::make_unique<dlock::Client>(alias.url(), options()));
+    c.push_back(std::make_unique<dlock::Client>(group.urls()[1], options()));
+    return c;
+  };
+  Clients mine = spelled();
+  Clients theirs = spelled();
+  dlock::Redlock lock(pointers(mine), "alias", watchdog(10s));
+  dlock::Result<dlock::Lease> lease = lock.acquire(no_wait());
+  ASSERT_TRUE(lease.ok()) << lease.error().what();
+  EXPECT_EQ(get(0, key_of("alias")), lease->owner());
+  EXPECT_EQ(get(1, key_of("alias")), lease->owner());
+  dlock::Redlock other(pointers(theirs), "alias");
+  EXPECT_EQ(other.acquire(no_wait()).code(), dlock::errc::busy) << "one server counted twice for another owner";
+  ASSERT_TRUE(lease->release().ok());
+  dlock::Result<dlock::Lease> next = other.acquire(no_wait());
+  ASSERT_TRUE(next.ok()) << next.error().what();
+  ASSERT_TRUE(next->release().ok());
+
+  group.server(0).kill();
+  dlock::Result<dlock::Lease> without = other.acquire(no_wait());
+  EXPECT_FALSE(without.ok()) << "a majority of three nodes without the server spelt twice";
+  EXPECT_EQ(without.code(), dlock::errc::connection) << without.error().what();
 }
 
 TEST_F(RedlockTest, ThreeOfFiveDownFailsCleanly) {
