@@ -10,8 +10,10 @@
 //   - the lock was taken away outright (on_lost with LossReason::taken: key deleted, replaced,
 //     force-unlocked): SIGTERM at once, SIGKILL after the grace;
 //   - the lease expired on this machine's clock (on_lost with LossReason::expired): SIGKILL.
-// Either way dlock exits 70 (--lost-exit-code). The library's lease events run on its event-loop
-// thread and must not block: they only write a byte into a self-pipe the main thread polls.
+// Either way dlock exits 70 (--lost-exit-code). A lease that comes back with no more than
+// grace + margin of validity left (a late reply, dlock paused) does not start the command: 70 too.
+// The library's lease events run on its event-loop thread and must not block: they only write a
+// byte into a self-pipe the main thread polls.
 #include <signal.h>
 
 #include <algorithm>
@@ -283,6 +285,44 @@ std::optional<dlock::Result<void>> release_unless_signalled(dlock::Lease& lease,
   }
 }
 
+// The lease's validity is counted from the acquire's send, so it is less than the TTL by however
+// long the reply took and however long dlock was paused since (SIGSTOP, a suspended VM, an
+// overloaded machine). When that leaves no more than grace + margin, supervise() would tell the
+// command to stop as soon as it started; when none is left, the command would run unprotected
+// until supervise() first looked. So it is not started at all, and the lock is given back. Exits 70
+// (--lost-exit-code), as a loss does, not 75: the lock was ours but is not safely held any more,
+// and --conflict-exit-code 0 ("another host does the work") must not skip a run nobody made.
+// Returns nullopt when the lease leaves room to start the command.
+std::optional<int> refuse_short_lease(Context& ctx, const RunSettings& s, dlock::Lease& lease, SignalFd& signals,
+                                      Report& report) {
+  const milliseconds needed = s.grace + s.margin;
+  const bool held = lease.held();
+  const milliseconds left = held ? lease.remaining() : milliseconds(0);
+  if (held && left > needed) return std::nullopt;
+  report.outcome = "lost";
+  report.exit_code = s.lost_code;
+  report.message = "lock '" + s.name + "' was acquired " +
+                   (held ? "with only " + human_duration(left.count()) + " of its lease left, not more than --grace + " +
+                               "margin (" + human_duration(needed.count()) + ")"
+                         : std::string("but its lease ran out before the command could start")) +
+                   ": its reply came late, or dlock was paused; the command was not started";
+  if (!held) {
+    // Lost or run out: a release could block on a server that is gone; the key expires by itself.
+    finish(ctx, s, report);
+    Context::exit_now(report.exit_code);
+  }
+  int sig = 0;
+  if (!release_unless_signalled(lease, signals, sig)) {
+    report.outcome = "interrupted";
+    report.signal = sig;
+    report.exit_code = 128 + sig;
+    report.message += "; interrupted by " + signal_name(sig) + " while releasing it (its key expires at its TTL)";
+    finish(ctx, s, report);
+    Context::exit_now(report.exit_code);
+  }
+  return finish(ctx, s, report);
+}
+
 }  // namespace
 
 int cmd_run(Context& ctx, const Args& args) {
@@ -355,6 +395,7 @@ int cmd_run(Context& ctx, const Args& args) {
   dlock::Lease& lease = *w.lease;
   report.owner = lease.owner();
   report.token = lease.token().value;
+  if (auto refused = refuse_short_lease(ctx, s, lease, signals, report)) return *refused;
   if (ctx.verbose()) {
     ctx.note("acquired " + describe_spec(s.lock) + " lock '" + s.name + "' (fencing token " + std::to_string(report.token) + ") after " +
              human_duration(w.waited.count()) + "; running " + s.argv[0]);

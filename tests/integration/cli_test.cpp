@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "support/cli_binary.hpp"
+#include "support/fault_proxy.hpp"
 #include "support/process.hpp"
 #include "support/raw_connection.hpp"
 #include "support/wait.hpp"
@@ -843,6 +844,40 @@ TEST_F(CliTest, RunStopsTheCommandBeforeAnUnrenewableLeaseEnds) {
   EXPECT_LT(took, 2000ms) << "the command must stop before the 2s lease can end";
   EXPECT_NE(bg.err().find("no renewal"), std::string::npos) << bg.err();
   EXPECT_NE(bg.err().find("could not be renewed (it exited with status 9)"), std::string::npos) << bg.err();
+}
+
+// A lease's validity counts from the acquire's send, so an acquisition answered late comes back
+// with less of it. dlock run started the command on such a lease all the same, only for
+// supervise() to tell it to stop at once. Here the reply to the acquire that takes the lock is
+// held by a fault proxy for 1.3 s of the 2 s TTL (1.98 s of validity): about 0.68 s is left,
+// below --grace + margin (1.2 s). Later replies are delayed 0.6 s each way, so no renewal can
+// restore the lease before dlock looks at it. The command must not start; exit 70.
+TEST_F(CliTest, RunDoesNotStartTheCommandOnALeaseAnsweredTooLate) {
+  hold_foreign("late", 60000);
+  dlock::test::FaultProxy proxy(server->host(), server->port());
+  BackgroundCli bg({binary(), "--redis", proxy.url(), "--json", "run", "late", "--wait", "30s", "--ttl", "2s",
+                    "--grace", "1s", "--", "touch", path("ran")},
+                   env_with({}), path("late.out"), path("late.err"));
+  ASSERT_TRUE(eventually([&] { return subscribers("late") == 1; }, 5s)) << "the waiter never subscribed\n" << bg.err();
+  std::this_thread::sleep_for(200ms);  // its first try's "busy" is in: the next try comes by itself
+  proxy.hold_replies();
+  raw->cmd({"DEL", key("late")});  // the waiter's next try (within its 500 ms recheck) takes it
+  std::string owner;
+  ASSERT_TRUE(eventually([&] {
+    owner = raw->cmd({"GET", key("late")});
+    return owner != "(nil)";
+  }, 5s)) << "the waiter did not take the free lock\n" << bg.err();
+  std::this_thread::sleep_for(1300ms);  // real time: the answer comes this late
+  proxy.delay(600ms);
+  auto code = bg.process().wait_for(10s);
+  ASSERT_TRUE(code.has_value()) << bg.err();
+  EXPECT_EQ(*code, 70) << bg.err();
+  const JsonValue outcome = parse_json(last_line(bg.err()), "late lease outcome");
+  EXPECT_EQ(outcome["outcome"].str(), "lost") << bg.err();
+  EXPECT_TRUE(outcome["status"].is_null()) << "the command was started\n" << bg.err();
+  EXPECT_EQ(outcome["owner"].str(), owner) << bg.err();
+  EXPECT_NE(outcome["message"].str().find("the command was not started"), std::string::npos) << bg.err();
+  EXPECT_FALSE(file_exists(path("ran"))) << "the command ran on a lease that was nearly over";
 }
 
 // Renewals that fail long enough put the command at risk (SIGTERM) and that stands, exit 70,
