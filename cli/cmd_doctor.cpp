@@ -6,6 +6,7 @@
 // The server checks (version, eviction, persistence, replication) run on every node that holds
 // locks: the one server, the primary the sentinels named, or EVERY primary of a Cluster (each
 // reported with its node, plus that node's cluster_state), since each has its own settings.
+// The URL's kind is checked against the server's mode (cluster_enabled) both ways.
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
@@ -351,6 +352,56 @@ Check check_cluster_state(const Probe& c) {
           "CLUSTER INFO and redis-cli --cluster check: every slot must be served"};
 }
 
+// Whether the node runs in cluster mode: INFO's cluster_enabled, or where INFO is refused, CLUSTER
+// INFO (refused with "cluster support disabled" by a server that is not). nullopt, with `why`,
+// when neither tells.
+std::optional<bool> cluster_enabled(const Probe& c, std::string& why) {
+  if (auto r = c({"INFO", "cluster"}); r) {
+    const std::string v = info_field(r->str(), "cluster_enabled");
+    if (v == "0" || v == "1") return v == "1";
+  } else {
+    why = r.error().what();
+  }
+  auto r = c({"CLUSTER", "INFO"});
+  if (r) return true;
+  if (r.error().what().find("cluster support disabled") != std::string::npos) return false;
+  why = r.error().what();
+  return std::nullopt;
+}
+
+// The URL's deployment against the server's mode. A redis-cluster:// URL naming a server that is
+// not in cluster mode gets no slot map: dlock takes the seed for the deployment's one primary,
+// and every Cluster check on it (cluster_state) can only say "cannot check", which looked like a
+// doctor that passed. A redis:// URL naming a Cluster node treats that node as the whole
+// deployment: locks whose slot another node serves fail with MOVED, and list/leaks see only this
+// node's keys. `node` is the one checked, named in the URL the fix proposes.
+Check check_cluster_mode(const Probe& c, bool cluster_url, const dlock::ServerAddress& node) {
+  std::string why;
+  const std::optional<bool> enabled = cluster_enabled(c, why);
+  if (!enabled) return {"cluster-mode", Status::unknown, "cannot check: " + why, ""};
+  const bool tls = node.tls.enabled;
+  const std::string host_port = node.transport == dlock::ServerAddress::Transport::unix_socket
+                                    ? std::string("HOST:PORT")
+                                    : (node.host.find(':') != std::string::npos ? "[" + node.host + "]" : node.host) +
+                                          ":" + std::to_string(node.port);
+  if (cluster_url && !*enabled) {
+    return {"cluster-mode", Status::fail,
+            std::string("the URL is ") + (tls ? "rediss" : "redis") + "-cluster://, but this server is not in cluster " +
+                "mode (cluster_enabled:0): dlock finds no slot map and takes it for the Cluster's only primary",
+            "for this one server use --redis " + std::string(tls ? "rediss://" : "redis://") + host_port +
+                (tls ? " (with the same TLS parameters)" : "") + "; if a Cluster was meant, name one of its nodes"};
+  }
+  if (!cluster_url && *enabled) {
+    return {"cluster-mode", Status::fail,
+            "this server is a Cluster node (cluster_enabled:1), but the URL names one server: locks whose slot "
+            "another node serves fail with MOVED, and list and leaks see only this node's keys",
+            "use --redis " + std::string(tls ? "rediss-cluster://" : "redis-cluster://") + host_port +
+                " (any node of the Cluster will do as the seed)"};
+  }
+  return {"cluster-mode", Status::ok,
+          *enabled ? "a Cluster node (cluster_enabled:1)" : "one server, not in cluster mode (cluster_enabled:0)", ""};
+}
+
 }  // namespace
 
 int cmd_doctor(Context& ctx, const Args& args) {
@@ -374,7 +425,14 @@ int cmd_doctor(Context& ctx, const Args& args) {
   for (const auto& node : *nodes) {
     const Probe probe = [&c, &node](std::vector<std::string> cmd) { return c.command_on(node, std::move(cmd)); };
     std::vector<Check> per_node;
-    if (kind == dlock::Deployment::Kind::cluster) per_node.push_back(check_cluster_state(probe));
+    // On a Cluster only a mismatch is reported: cluster-state says "ok" of a node in cluster mode.
+    // Sentinel is not checked: it does not monitor Cluster nodes.
+    if (kind == dlock::Deployment::Kind::cluster) {
+      Check mode = check_cluster_mode(probe, /*cluster_url=*/true, node);
+      per_node.push_back(mode.status == Status::fail ? std::move(mode) : check_cluster_state(probe));
+    } else if (kind == dlock::Deployment::Kind::standalone) {
+      per_node.push_back(check_cluster_mode(probe, /*cluster_url=*/false, node));
+    }
     per_node.push_back(check_version(probe));
     per_node.push_back(check_eviction(probe));
     per_node.push_back(check_persistence(probe));

@@ -194,7 +194,8 @@ constexpr std::string_view kDoctor =
     "--replicas K says the clients wait for K replicas (then it fails if fewer are connected).\n"
     "On a Cluster every primary is checked (cluster_state, version, eviction, persistence,\n"
     "replication), each reported with its node; on Sentinel it says which primary the sentinels\n"
-    "named, and checks that one.\n"
+    "named, and checks that one. A redis-cluster:// URL naming a server not in cluster mode, or a\n"
+    "redis:// URL naming a Cluster node, fails the 'cluster-mode' check, which names the URL to use.\n"
     "Exit 0 when nothing failed (warnings and checks that could not be made allowed), 78\n"
     "otherwise.\n";
 

@@ -296,6 +296,22 @@ TEST_F(CliClusterTest, DoctorChecksEveryPrimary) {
   EXPECT_NE(acl.out.find("+spublish +ssubscribe"), std::string::npos) << acl.out;
 }
 
+// A redis:// URL naming a Cluster node makes dlock treat that node as the whole deployment:
+// locks in other nodes' slots fail with MOVED, list and leaks see one node. `doctor` passed it
+// (exit 0); now the cluster-mode check fails (78) and names the redis-cluster:// URL to use.
+TEST_F(CliClusterTest, DoctorFailsASingleServerUrlNamingAClusterNode) {
+  const std::string address = "127.0.0.1:" + std::to_string(cluster_->node(0).port());
+  auto r = run_dlock({"--redis", "redis://" + address, "doctor"});
+  EXPECT_EQ(r.exit_code, 78) << describe(r);
+  EXPECT_NE(r.out.find("FAIL  cluster-mode      this server is a Cluster node (cluster_enabled:1)"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("fix: use --redis redis-cluster://" + address), std::string::npos) << r.out;
+  // The same server through a redis-cluster:// URL: no cluster-mode check, cluster_state ok.
+  auto cluster = run_dlock(with_url({"doctor"}));
+  EXPECT_EQ(cluster.exit_code, 0) << describe(cluster);
+  EXPECT_EQ(cluster.out.find("cluster-mode"), std::string::npos) << cluster.out;
+}
+
 // A wait that runs out with its try unanswered is checked on the lock's own primary (the check
 // names the lock's key): with that primary paused while the others answer, the exit is 69, not
 // 75 (a keyless PING went to another primary, which answered). A cluster of its own, without

@@ -1543,6 +1543,36 @@ TEST_F(CliTest, DoctorProbesEveryCommandTheScriptsCall) {
   EXPECT_NE(kinds.find("reentrant (hincrby hmget hset)"), std::string::npos) << minimal.out;
 }
 
+// A redis-cluster:// URL naming a server that is not in cluster mode: dlock finds no slot map and
+// takes the seed for the Cluster's one primary. `doctor` reported its cluster_state as "cannot
+// check" and exited 0; now the cluster-mode check fails (78) and names the redis:// URL to use,
+// also for a user refused INFO (CLUSTER INFO's refusal tells). A redis:// URL passes it.
+// (A redis:// URL naming a Cluster node: CliClusterTest.DoctorFailsASingleServerUrlNamingAClusterNode.)
+TEST_F(CliTest, DoctorFailsAClusterUrlNamingAServerNotInClusterMode) {
+  const std::string address = server->host() + ":" + std::to_string(server->port());
+  auto text = dlock({"--redis", "redis-cluster://" + address, "doctor"}, {}, /*with_url=*/false);
+  EXPECT_EQ(text.exit_code, 78) << describe(text);
+  EXPECT_TRUE(std::regex_search(text.out, std::regex("FAIL +cluster-mode +\\[" + address + "\\] .*cluster_enabled:0")))
+      << text.out;
+  EXPECT_NE(text.out.find("fix: for this one server use --redis redis://" + address), std::string::npos) << text.out;
+
+  raw->cmd({"ACL", "SETUSER", "noinfo", "on", ">pw", "~*", "&*", "+@all", "-info"});
+  auto json = dlock({"--redis", "redis-cluster://noinfo:pw@" + address, "--json", "doctor"}, {}, /*with_url=*/false);
+  EXPECT_EQ(json.exit_code, 78) << describe(json);
+  const JsonValue doc = parse_json(json.out, "doctor cluster URL");
+  std::string mode;
+  for (const auto& c : doc["checks"].items) {
+    if (c["check"].str() == "cluster-mode") mode = c["status"].str() + " " + c["node"].str() + " " + c["fix"].str();
+  }
+  EXPECT_EQ(mode, "fail " + address + " for this one server use --redis redis://" + address +
+                      "; if a Cluster was meant, name one of its nodes")
+      << json.out;
+
+  auto single = dlock({"--json", "doctor"});
+  EXPECT_EQ(single.exit_code, 0) << describe(single);
+  EXPECT_NE(single.out.find("{\"check\":\"cluster-mode\",\"status\":\"ok\""), std::string::npos) << single.out;
+}
+
 // What `doctor` says of keyspace notifications follows the flags: 'g' carries deletions, 'x'
 // expiries (it said "waiters wake when a lock expires" with Kg alone).
 TEST_F(CliTest, DoctorTellsWhichKeyspaceEventsWakeWaiters) {
