@@ -289,16 +289,27 @@ std::optional<dlock::Result<void>> release_unless_signalled(dlock::Lease& lease,
 // long the reply took and however long dlock was paused since (SIGSTOP, a suspended VM, an
 // overloaded machine). When that leaves no more than grace + margin, supervise() would tell the
 // command to stop as soon as it started; when none is left, the command would run unprotected
-// until supervise() first looked. So it is not started at all, and the lock is given back. Exits 70
+// until supervise() first looked. A lease short of that is renewed once (extend to its TTL);
+// if it is still short, the command is not started at all, and the lock is given back. Exits 70
 // (--lost-exit-code), as a loss does, not 75: the lock was ours but is not safely held any more,
 // and --conflict-exit-code 0 ("another host does the work") must not skip a run nobody made.
 // Returns nullopt when the lease leaves room to start the command.
 std::optional<int> refuse_short_lease(Context& ctx, const RunSettings& s, dlock::Lease& lease, SignalFd& signals,
                                       Report& report) {
   const milliseconds needed = s.grace + s.margin;
-  const bool held = lease.held();
-  const milliseconds left = held ? lease.remaining() : milliseconds(0);
+  bool held = lease.held();
+  milliseconds left = held ? lease.remaining() : milliseconds(0);
   if (held && left > needed) return std::nullopt;
+  if (held) {
+    // Renewed once first, to its own TTL, counted from now: a FairLock handover's lease counts
+    // from the waiter's last try, which may be a good while back, and the watchdog's renewal,
+    // due at once, would have restored it a round trip later. Only what is left after that
+    // counts.
+    (void)lease.extend(s.ttl);
+    held = lease.held();
+    left = held ? lease.remaining() : milliseconds(0);
+    if (held && left > needed) return std::nullopt;
+  }
   report.outcome = "lost";
   report.exit_code = s.lost_code;
   report.message = "lock '" + s.name + "' was acquired " +

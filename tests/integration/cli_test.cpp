@@ -880,6 +880,30 @@ TEST_F(CliTest, RunDoesNotStartTheCommandOnALeaseAnsweredTooLate) {
   EXPECT_FALSE(file_exists(path("ran"))) << "the command ran on a lease that was nearly over";
 }
 
+// The same late answer, but the link is fast again afterwards (a FairLock handover's lease is
+// short the same way when the waiter's last try was long ago): dlock renews the lease once
+// (extend to its TTL), and with its full validity back the command runs.
+TEST_F(CliTest, RunStartsTheCommandWhenOneRenewalRestoresALateLease) {
+  hold_foreign("late-ok", 60000);
+  dlock::test::FaultProxy proxy(server->host(), server->port());
+  BackgroundCli bg({binary(), "--redis", proxy.url(), "--json", "run", "late-ok", "--wait", "30s", "--ttl", "2s",
+                    "--grace", "1s", "--", "touch", path("ran")},
+                   env_with({}), path("late-ok.out"), path("late-ok.err"));
+  ASSERT_TRUE(eventually([&] { return subscribers("late-ok") == 1; }, 5s)) << "the waiter never subscribed\n" << bg.err();
+  std::this_thread::sleep_for(200ms);
+  proxy.hold_replies();
+  raw->cmd({"DEL", key("late-ok")});
+  ASSERT_TRUE(eventually([&] { return raw->cmd({"GET", key("late-ok")}) != "(nil)"; }, 5s))
+      << "the waiter did not take the free lock\n" << bg.err();
+  std::this_thread::sleep_for(1300ms);
+  proxy.pass();
+  auto code = bg.process().wait_for(10s);
+  ASSERT_TRUE(code.has_value()) << bg.err();
+  EXPECT_EQ(*code, 0) << bg.err();
+  EXPECT_TRUE(file_exists(path("ran"))) << bg.err();
+  EXPECT_EQ(raw->cmd_int({"EXISTS", key("late-ok")}), 0) << "not released after the command";
+}
+
 // Renewals that fail long enough put the command at risk (SIGTERM) and that stands, exit 70,
 // even when they recover and the command, ignoring the signal, finishes by itself; but the
 // message says what happened. It said "the command was stopped because the lock could not be
