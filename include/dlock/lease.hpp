@@ -72,7 +72,12 @@ class Lease {
   // connection, timeout, invalid_argument (ttl <= 0, or a ttl that leaves no validity after
   // the lease's drift allowance or none to renew in: refused before anything is sent, so the
   // key and the lease stay as they were). The drift allowance after extend() is the one chosen
-  // in LeaseOptions, or else the new TTL's default (ttl / 100 + 2 ms).
+  // in LeaseOptions, or else the new TTL's default (ttl / 100 + 2 ms). Also server (READONLY,
+  // BUSY, LOADING..., or a script error) and auth. While the extension is out, remaining()
+  // counts to the earlier of the old and the new end; an error reply with which the server
+  // refused it before running it (READONLY, BUSY, LOADING, MASTERDOWN...) restores the old end.
+  // NOT guaranteed: after an unknown outcome, or a script's own error, a shorter extension may
+  // have run, so its end stays the lease's end (on_lost then) though the key may live on.
   Result<void> extend(milliseconds ttl);
 
   // release()

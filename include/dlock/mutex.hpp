@@ -82,9 +82,9 @@ class Mutex {
   // Not returned: a lease whose validity ended before its reply came back (a stalled network
   // or process). Such a late acquisition is given back (compare-and-delete) before acquire()
   // goes on: a one-try acquire reports busy, a waiting one keeps waiting, until three tries in
-  // a row were answered that late: it then fails with timeout ("the lease TTL is too short for
-  // this server's latency") rather than take and give back until its deadline. The same holds
-  // for every lock kind.
+  // a row were answered that late: it then fails with invalid_argument ("the lease TTL is too
+  // short for this server's latency": a configuration to fix, not a lock to wait for) rather
+  // than take and give back until its deadline. The same holds for every lock kind.
   Result<Lease> acquire(WaitOptions wait = {}, std::stop_token stop = {});
 
   // async_acquire(): acquire() without blocking; `done` runs on the event loop (see Client).

@@ -1,6 +1,8 @@
 #include "io/command.hpp"
 
 #include <charconv>
+#include <initializer_list>
+#include <string_view>
 #include <cstring>
 
 namespace dlock::detail {
@@ -75,6 +77,16 @@ std::string format_command(const std::vector<std::string>& args) {
   RespWriter w(args.size(), size);
   for (const std::string& a : args) w.bulk(a);
   return std::move(w).take();
+}
+
+bool refused_before_running(const Reply& reply) {
+  if (!reply.is_error()) return false;
+  const std::string_view p = reply.error_prefix();
+  for (std::string_view refused : {"READONLY", "LOADING", "MASTERDOWN", "BUSY", "NOSCRIPT", "NOAUTH", "CLUSTERDOWN",
+                                   "TRYAGAIN", "MOVED", "ASK", "CROSSSLOT"}) {
+    if (p == refused) return true;
+  }
+  return false;
 }
 
 std::error_code classify_error_reply(const Reply& reply) {

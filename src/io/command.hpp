@@ -63,4 +63,10 @@ std::string format_command(const std::vector<std::string>& args);
 // WRONGPASS -> auth; script failures -> script; anything else -> server.
 std::error_code classify_error_reply(const Reply& reply);
 
+// True for an error reply with which the server refused a command before running any of it
+// (READONLY, LOADING, MASTERDOWN, BUSY, NOSCRIPT, NOAUTH, CLUSTERDOWN, TRYAGAIN, MOVED, ASK,
+// CROSSSLOT): a script so refused wrote nothing. False for anything else, a script's own
+// runtime error included (it may have written before it failed).
+bool refused_before_running(const Reply& reply);
+
 }  // namespace dlock::detail

@@ -297,7 +297,7 @@ class AcquireOp final : public std::enable_shared_from_this<AcquireOp> {
     late_in_a_row_ = a.late ? late_in_a_row_ + 1 : 0;
     if (late_in_a_row_ >= kLateTriesToGiveUp) {
       const auto took = std::chrono::duration_cast<milliseconds>(last_round_trip_).count();
-      return finish(Error(errc::timeout, "acquiring " + req_.what + ": " + std::to_string(kLateTriesToGiveUp) +
+      return finish(Error(errc::invalid_argument, "acquiring " + req_.what + ": " + std::to_string(kLateTriesToGiveUp) +
                                              " tries in a row acquired, but were answered after the lease's "
                                              "validity had ended (the last took " + std::to_string(took) +
                                              " ms) and were given back: the lease TTL is too short for this "

@@ -296,7 +296,7 @@ class FairWaitOp final : public std::enable_shared_from_this<FairWaitOp> {
     // shorter than this server's round trip: the wait would take and give back until its
     // deadline, or for ever (as AcquireOp does for the other kinds).
     if (++late_in_a_row_ >= kLateTriesToGiveUp) {
-      return give_up(Error(errc::timeout, "acquiring " + spec_->what + ": " + std::to_string(kLateTriesToGiveUp) +
+      return give_up(Error(errc::invalid_argument, "acquiring " + spec_->what + ": " + std::to_string(kLateTriesToGiveUp) +
                                               " acquisitions in a row were answered after the lease's validity had "
                                               "ended and given back: the lease TTL is too short for this server's "
                                               "latency"));

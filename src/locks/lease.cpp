@@ -258,14 +258,36 @@ Result<void> extend_record(const std::shared_ptr<LeaseRecord>& rec, milliseconds
   // reply, the lease is believed valid only up to the earlier of the two ends. (Posted before
   // the send, so it is handled on the loop before the reply is.)
   const auto until_if_run = detail::LeaseTiming::from(rec->policy.extended_to(ttl)).validity_from(sent);
-  rec->core->post([rec, until_if_run] { rec->core->renewals().tighten(rec, until_if_run); });
+  // Loop thread only, written before any reply is handled: the validity before the tightening,
+  // and whether a try's outcome was unknown.
+  struct Pending {
+    BootClock::time_point before{};
+    bool unknown = false;
+  };
+  auto pending = std::make_shared<Pending>();
+  rec->core->post([rec, until_if_run, pending] {
+    pending->before = rec->renewal.valid_until;
+    rec->core->renewals().tighten(rec, until_if_run);
+  });
   // Set on the loop thread when a watchdog renewal was sent while the extension was in flight:
   // it carries the OLD TTL and, landing after the extension, cut the key's TTL back.
   auto raced = std::make_shared<std::atomic<bool>>(false);
   Result<Reply> r = run_blocking(rec, *rec->scripts.renew, rec->scripts.renew_key_list(), args,
-                                 [rec, ttl, sent, raced](const Result<Reply>& reply) {
+                                 [rec, ttl, sent, raced, pending](const Result<Reply>& reply) {
                                    // On the loop thread, so the scheduler sees the new TTL in order.
-                                   if (!reply.ok() || !reply->is_integer()) return;
+                                   if (!reply.ok()) {
+                                     pending->unknown = true;
+                                     return;
+                                   }
+                                   // Refused before the script ran (READONLY, BUSY, LOADING...),
+                                   // on the only try: the key keeps its old TTL, and so does the
+                                   // validity. A script's own error may follow a write, and a
+                                   // Redlock verdict sums several nodes: both stay tight.
+                                   if (!pending->unknown && !rec->scripts.fanout &&
+                                       detail::refused_before_running(reply.value())) {
+                                     return rec->core->renewals().untighten(rec, pending->before);
+                                   }
+                                   if (!reply->is_integer()) return;
                                    if (reply->integer() != 1) return rec->core->renewals().lose(rec, LossReason::taken);
                                    // Replies keep their order on a connection: a renewal still in
                                    // flight now was sent after the extension, and the key's end is
@@ -289,6 +311,11 @@ Result<void> extend_record(const std::shared_ptr<LeaseRecord>& rec, milliseconds
   if (r->is_error()) return Error(detail::classify_error_reply(*r), describe(*rec) + ": " + r->str());
   if (!r->is_integer() || r->integer() != 1) {
     return Error(errc::not_owner, describe(*rec) + " is no longer held by this owner");
+  }
+  // The server ran it, but the answer came after the validity had ended (the earlier of the
+  // old and the new end): the lease is lost (on_lost ran), and its key was given back.
+  if (rec->state() == LeaseRecord::State::lost) {
+    return Error(errc::not_owner, describe(*rec) + " ran out of validity before the extension was answered");
   }
   return {};
 }

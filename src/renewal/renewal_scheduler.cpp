@@ -8,6 +8,10 @@
 
 namespace dlock::detail {
 
+namespace scripts {
+extern const Script reentrant_release;
+}  // namespace scripts
+
 RenewalScheduler::RenewalScheduler(ClientCore& core, asio::io_context& io) : core_(core), timer_(io) {}
 
 void RenewalScheduler::add(const std::shared_ptr<LeaseRecord>& rec) {
@@ -199,13 +203,27 @@ void RenewalScheduler::tighten(const std::shared_ptr<LeaseRecord>& rec, time_poi
   if (due && *due > until) schedule(rec, until);
 }
 
+void RenewalScheduler::untighten(const std::shared_ptr<LeaseRecord>& rec, time_point before) {
+  rec->renewal.reply_before_extension = false;  // the extension did not run: that reply counts
+  if (rec->state() != LeaseRecord::State::held || before <= rec->renewal.valid_until) return;
+  rec->renewal.valid_until = before;
+  rec->renewal.at_risk_reported = false;
+  rec->set_valid_until(before);
+  // Renewed now (unless a renewal is in flight): renewals were held back towards the tightened
+  // end, and the one that crossed the extension may have been answered without raising anything.
+  schedule(rec, BootClock::now());
+}
+
 void RenewalScheduler::lose(const std::shared_ptr<LeaseRecord>& rec, LossReason why) {
   remove(*rec);
   const bool was_held = rec->state() == LeaseRecord::State::held;
   if (!rec->mark_lost(why)) return;
   core_.active_leases_.fetch_sub(1);
+  // Not a ReentrantMutex hold: its owner is the thread, the same for the thread's next hold,
+  // and its whole-hold release would delete a take of that thread the server ran just before
+  // (reentrant_hold.cpp guards its own such drops against live takes; this one could not be).
   if (was_held && why == LossReason::expired && rec->policy.mode() == LeaseMode::watchdog && !rec->hold &&
-      rec->parts.empty()) {
+      rec->parts.empty() && rec->scripts.release != &scripts::reentrant_release) {
     free_key(rec);
   }
   if (rec->events.on_lost) rec->events.on_lost(why);

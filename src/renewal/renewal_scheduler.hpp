@@ -37,8 +37,12 @@ class RenewalScheduler {
   // earlier, and checked then, and the renewal in flight (sent before it: the server ran it
   // first) raises nothing. Until the server confirms, the lease may end either way, so the
   // earlier end is the one to believe: a shorter extension whose outcome stays unknown ends the
-  // lease there (on_lost), though the key may live on.
+  // lease there (on_lost), though the key may live on; one refused before it ran does not
+  // (untighten).
   void tighten(const std::shared_ptr<LeaseRecord>& rec, time_point until);
+  // The extension was refused before it ran (an error reply to its only try): the validity goes
+  // back to `before` (what it was before tighten) and the lease is renewed at once.
+  void untighten(const std::shared_ptr<LeaseRecord>& rec, time_point before);
   // Stops the timer and hands back every record still scheduled.
   std::vector<std::shared_ptr<LeaseRecord>> take_all();
   std::size_t size() const noexcept { return queue_.size(); }

@@ -447,7 +447,7 @@ TEST_P(LateReplyKinds, EveryAnswerLateEndsTheWaitWithTheReason) {
   proxy->pass();
   ASSERT_TRUE(r.has_value()) << "the acquisition never finished";
   ASSERT_FALSE(r->ok()) << k.label << ": returned a lease through a link slower than its validity";
-  EXPECT_EQ(r->code(), dlock::errc::timeout) << r->error().what();
+  EXPECT_EQ(r->code(), dlock::errc::invalid_argument) << r->error().what();
   EXPECT_NE(r->error().what().find("too short"), std::string::npos) << r->error().what();
   EXPECT_LT(took, timeout / 2) << k.label << ": the wait ran on towards its deadline";
   EXPECT_TRUE(eventually([&] { return k.clean(*raw, name); }, scaled(2000ms))) << k.label << ": a hold was left";
@@ -458,7 +458,7 @@ TEST_P(LateReplyKinds, EveryAnswerLateEndsTheWaitWithTheReason) {
 // A watchdog lease whose renewals reach the server but whose answers do not come back: its
 // validity (300 ms on the client's clock) runs out and it is lost, while the server renewed the
 // key to its 10 s TTL. Before, that key was left to sit out those 10 s, held by nobody; it is now
-// released by its owner token when the loss is reported.
+// released by its owner token when the loss is reported (but a ReentrantMutex's, see below).
 TEST_P(LateReplyKinds, ALeaseLostWithItsRenewalsUnansweredFreesItsKey) {
   const Kind& k = GetParam();
   const std::string name = "lost-renewed";
@@ -478,8 +478,15 @@ TEST_P(LateReplyKinds, ALeaseLostWithItsRenewalsUnansweredFreesItsKey) {
   proxy->hold_replies();
   ASSERT_TRUE(eventually([&] { return lost->load() != 0; }, scaled(5000ms))) << k.label << ": never lost";
   EXPECT_EQ(lost->load(), 1) << k.label << ": lost, but not as expired";
-  EXPECT_TRUE(eventually([&] { return k.clean(*raw, name); }, scaled(3000ms)))
-      << k.label << ": the lost lease's key was left to its TTL";
+  if (std::string(k.label) == "ReentrantMutex") {
+    // The exception: its owner is the thread, the same for the thread's next take, which the
+    // whole-hold release could delete (renewal_scheduler.cpp, lose). Left to its TTL.
+    std::this_thread::sleep_for(300ms);
+    EXPECT_FALSE(k.clean(*raw, name)) << "a ReentrantMutex hold was released behind its thread";
+  } else {
+    EXPECT_TRUE(eventually([&] { return k.clean(*raw, name); }, scaled(3000ms)))
+        << k.label << ": the lost lease's key was left to its TTL";
+  }
   proxy->pass();
   EXPECT_FALSE(r->value().held());
   EXPECT_EQ(r->value().release().code(), dlock::errc::lock_lost);

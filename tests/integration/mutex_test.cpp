@@ -41,6 +41,7 @@ using dlock::test::ChildProcess;
 using dlock::test::RawConnection;
 using dlock::test::RedisServer;
 using dlock::test::eventually;
+using dlock::test::scaled;
 using dlock::test::ms_since;
 using SteadyClock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
@@ -1074,6 +1075,43 @@ TEST_F(MutexTest, ExtendToAShorterTtlTakesThatTtlsDriftAllowance) {
   EXPECT_TRUE(lease->held());
   EXPECT_EQ(probe.calls.load(), 0);
   EXPECT_LE(raw->cmd_int({"PTTL", m.key()}), 600);
+  EXPECT_TRUE(lease->release().ok());
+}
+
+// extend() to a shorter TTL that the server refuses before running it (here BUSY: another
+// script runs past busy-reply-threshold) changes nothing on the server, so nothing on the
+// client either. Before, the validity stayed lowered to the refused TTL's end, and the lease was
+// lost there (on_lost, expired) while its key lived on.
+TEST_F(MutexTest, ExtendRefusedBeforeItRanKeepsTheValidity) {
+  LossProbe probe;
+  auto opts = watchdog(30s);
+  probe.attach(opts);
+  dlock::Mutex m(*client, "extend-refused", opts);
+  auto lease = m.acquire(no_wait());
+  ASSERT_TRUE(lease.ok()) << lease.error().what();
+  ASSERT_EQ(raw->cmd({"CONFIG", "SET", "busy-reply-threshold", "20"}), "OK");
+  auto busy = std::async(std::launch::async, [&] {
+    RawConnection blocker(server->host(), server->port(), 10000ms);
+    return blocker.cmd({"EVAL",
+                        "local s = redis.call('TIME') "
+                        "while true do local n = redis.call('TIME') "
+                        "if (n[1] - s[1]) * 1000000 + (n[2] - s[2]) > 1500000 then return 'done' end end",
+                        "0"});
+  });
+  std::this_thread::sleep_for(300ms);  // the script runs, past the threshold
+  const auto t0 = SteadyClock::now();
+  auto ext = lease->extend(1000ms);
+  ASSERT_FALSE(ext.ok()) << "extend() ran while the server was busy with a script";
+  EXPECT_EQ(ext.code(), make_error_code(dlock::errc::server)) << ext.error().what();
+  EXPECT_NE(ext.error().what().find("BUSY"), std::string::npos) << ext.error().what();
+  EXPECT_EQ(busy.get(), "done");
+  // Past the refused TTL's end: still held, renewed on the old TTL.
+  std::this_thread::sleep_until(t0 + 1500ms);
+  EXPECT_TRUE(lease->held()) << "remaining " << lease->remaining().count() << " ms";
+  EXPECT_EQ(probe.calls.load(), 0) << "lost at the end of an extension that never ran";
+  EXPECT_TRUE(eventually([&] { return lease->remaining() > 20s; }, scaled(3000ms)))
+      << "remaining " << lease->remaining().count() << " ms";
+  EXPECT_GT(raw->cmd_int({"PTTL", m.key()}), 20000);
   EXPECT_TRUE(lease->release().ok());
 }
 

@@ -255,6 +255,31 @@ TEST(ClassifyErrorReply, ServerErrorsAreNotOtherCodes) {
   EXPECT_TRUE(static_cast<bool>(ec));
 }
 
+// ---- refused_before_running --------------------------------------------------------------------
+
+// Only the prefixes with which the server refuses a command before running any of it: a
+// script's runtime error (whatever error it carries inside) may follow a write.
+TEST(RefusedBeforeRunning, OnlyRefusalsBeforeTheScriptRan) {
+  using dlock::detail::refused_before_running;
+  for (const char* refused : {"READONLY You can't write against a read only replica.",
+                              "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.",
+                              "LOADING Redis is loading the dataset in memory", "MASTERDOWN Link with MASTER is down",
+                              "NOSCRIPT No matching script.", "NOAUTH Authentication required.",
+                              "CLUSTERDOWN The cluster is down", "TRYAGAIN Multiple keys request during rehashing of slot",
+                              "MOVED 3999 127.0.0.1:6381", "ASK 3999 127.0.0.1:6381",
+                              "CROSSSLOT Keys in request don't hash to the same slot"}) {
+    EXPECT_TRUE(refused_before_running(Reply::make_error(refused))) << refused;
+  }
+  for (const char* ran : {"ERR user_script:1: Script attempted to access nonexistent global variable",
+                          "ERR Error running script (call to f_1234): @user_script:5: READONLY You can't write",
+                          "WRONGTYPE Operation against a key holding the wrong kind of value",
+                          "OOM command not allowed when used memory > 'maxmemory'.", "ERR unknown command",
+                          "NOPERM this user has no permissions to access one of the keys used as arguments"}) {
+    EXPECT_FALSE(refused_before_running(Reply::make_error(ran))) << ran;
+  }
+  EXPECT_FALSE(refused_before_running(Reply::make_integer(1)));
+}
+
 }  // namespace
 
 TEST(ErrcName, EveryCodeHasItsEnumeratorName) {
