@@ -134,8 +134,9 @@ class Redlock {
   // not detected: making sure the masters are distinct servers is the caller's part. Such a
   // server still grants the key once per acquisition (its second spelling finds the key taken,
   // SET NX), so two holders still need intersecting sets of servers, but the lock survives
-  // fewer failures than the node count says: with {A, A', B}, losing A stops every
-  // acquisition. The Clients
+  // fewer failures than the node count says: with {A, A', B}, losing either server stops every
+  // acquisition, while renewals, releases and fencing confirmations count A twice (a holder
+  // keeps its lease on A alone). The Clients
   // must outlive this object and its leases. nodes[0]'s watchdog renews the leases, and its key
   // prefix names the keys on every node. Names as for Mutex. Throws
   // std::system_error(errc::invalid_argument) on a bad argument. Never blocks; no I/O.
