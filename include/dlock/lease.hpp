@@ -49,7 +49,7 @@ class Lease {
   // expire on the server at any moment (use the fencing token where it matters).
   bool held() const noexcept;
   // lost(): the watchdog found the lock gone, or its validity ran out (also when the watchdog
-  // has not got round to reporting it: after a suspend its timer wakes late; on_lost follows).
+  // has not got round to reporting it yet, as just after a resume; on_lost follows).
   // A release() in that moment may still succeed (the key outlives the validity by the drift
   // allowance); lost() and loss_reason() then read false and none again. Never blocks.
   bool lost() const noexcept;

@@ -45,10 +45,9 @@ std::optional<BootClock::time_point> validity_end(const LeaseRecord& rec) noexce
   return until;
 }
 
-// Held, and its validity has ended, though the watchdog has not said so yet. Validity runs on a
-// clock that counts through suspend, but the timer that turns its end into a loss sleeps on one
-// that does not (Asio's timers wait on CLOCK_MONOTONIC): after a suspend it wakes up to a renew
-// interval late. Meanwhile held() must not say yes, nor lost() no.
+// Held, and its validity has ended, though the watchdog has not said so yet: its alarm (on
+// CLOCK_BOOTTIME, util/boot_alarm.hpp) is due, or the loop has not run it yet (busy, or the
+// process just resumed). Meanwhile held() must not say yes, nor lost() no.
 bool ran_out(const LeaseRecord& rec) noexcept {
   if (rec.state() != LeaseRecord::State::held) return false;
   const auto end = validity_end(rec);

@@ -14,6 +14,7 @@
 #include "io/connection.hpp"
 #include "renewal/lease_record.hpp"
 #include "renewal/timer_queue.hpp"
+#include "util/boot_alarm.hpp"
 
 namespace dlock::detail {
 
@@ -70,7 +71,9 @@ class RenewalScheduler {
   using Queue = TimerQueue<time_point, std::shared_ptr<LeaseRecord>, SlotOf>;
 
   ClientCore& core_;
-  BootTimer timer_;
+  // On CLOCK_BOOTTIME: a loss or an at-risk time that passed during a suspend is reported at
+  // the resume, not a monotonic sleep later (boot_alarm.hpp).
+  BootAlarm timer_;
   std::optional<time_point> armed_for_;
   Queue queue_;
 };
