@@ -174,6 +174,9 @@ int cmd_acquire(Context& ctx, const Args& args) {
     j.field("name", name).field("key", ctx.key(name)).field("kind", ctx.redlock() ? "redlock" : "mutex");
     j.field("owner", lease.owner());
     j.field("fencing_token", lease.token().value).field("ttl_ms", static_cast<long long>(ttl.count()));
+    // What this machine may count on: the TTL less the acquisition's round trip (validity is
+    // counted from its send) and the drift allowance. A late answer leaves less than ttl_ms.
+    j.field("valid_ms", static_cast<long long>(lease.remaining().count()));
     ctx.print_json(j);
   } else {
     // Exported: `eval "$(dlock acquire ...)"` must hand the owner to the `dlock extend` and

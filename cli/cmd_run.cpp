@@ -285,53 +285,65 @@ std::optional<dlock::Result<void>> release_unless_signalled(dlock::Lease& lease,
   }
 }
 
+// Waits, for at most the validity the lease has left, for the watchdog's renewal to restore it
+// to more than `needed`. A lease that came back short is due for renewal at once (its first
+// renewal counts from the acquire's send), as is a FairLock handover's, whose lease counts from
+// the waiter's last try. Looks at the lease every 10 ms: a read of local state, nothing is sent.
+// False when its validity ended first, or on SIGINT/SIGTERM/SIGHUP (then `sig` is set).
+bool await_renewal(const dlock::Lease& lease, milliseconds needed, SignalFd& signals, int& sig) {
+  for (;;) {
+    if (!lease.held()) return false;
+    if (lease.remaining() > needed) return true;
+    bool sig_ready = false, unused = false;
+    wait_readable(signals.fd(), -1, 10, sig_ready, unused);
+    while (int got = sig_ready ? signals.take() : 0) {
+      if (got == SIGTSTP || got == SIGTTIN) stop_as_by(got);
+      if (got == SIGINT || got == SIGTERM || got == SIGHUP) {
+        sig = got;
+        return false;
+      }
+    }
+  }
+}
+
 // The lease's validity is counted from the acquire's send, so it is less than the TTL by however
 // long the reply took and however long dlock was paused since (SIGSTOP, a suspended VM, an
 // overloaded machine). When that leaves no more than grace + margin, supervise() would tell the
 // command to stop as soon as it started; when none is left, the command would run unprotected
-// until supervise() first looked. A lease short of that is renewed once (extend to its TTL);
-// if it is still short, the command is not started at all, and the lock is given back. Exits 70
-// (--lost-exit-code), as a loss does, not 75: the lock was ours but is not safely held any more,
-// and --conflict-exit-code 0 ("another host does the work") must not skip a run nobody made.
+// until supervise() first looked. A lease short of that waits for the watchdog's renewal (not
+// extend(), which would set the library's default renewal timings in place of run's own); if
+// its validity ends first, the command is not started at all. Exits 70 (--lost-exit-code), as a
+// loss does, not 75: the lock was ours but is not safely held any more, and
+// --conflict-exit-code 0 ("another host does the work") must not skip a run nobody made.
 // Returns nullopt when the lease leaves room to start the command.
 std::optional<int> refuse_short_lease(Context& ctx, const RunSettings& s, dlock::Lease& lease, SignalFd& signals,
                                       Report& report) {
   const milliseconds needed = s.grace + s.margin;
-  bool held = lease.held();
-  milliseconds left = held ? lease.remaining() : milliseconds(0);
-  if (held && left > needed) return std::nullopt;
-  if (held) {
-    // Renewed once first, to its own TTL, counted from now: a FairLock handover's lease counts
-    // from the waiter's last try, which may be a good while back, and the watchdog's renewal,
-    // due at once, would have restored it a round trip later. Only what is left after that
-    // counts.
-    (void)lease.extend(s.ttl);
-    held = lease.held();
-    left = held ? lease.remaining() : milliseconds(0);
-    if (held && left > needed) return std::nullopt;
-  }
-  report.outcome = "lost";
-  report.exit_code = s.lost_code;
-  report.message = "lock '" + s.name + "' was acquired " +
-                   (held ? "with only " + human_duration(left.count()) + " of its lease left, not more than --grace + " +
-                               "margin (" + human_duration(needed.count()) + ")"
-                         : std::string("but its lease ran out before the command could start")) +
-                   ": its reply came late, or dlock was paused; the command was not started";
-  if (!held) {
-    // Lost or run out: a release could block on a server that is gone; the key expires by itself.
-    finish(ctx, s, report);
-    Context::exit_now(report.exit_code);
-  }
+  if (lease.held() && lease.remaining() > needed) return std::nullopt;
   int sig = 0;
-  if (!release_unless_signalled(lease, signals, sig)) {
+  if (await_renewal(lease, needed, signals, sig)) return std::nullopt;
+  if (sig != 0) {
     report.outcome = "interrupted";
     report.signal = sig;
     report.exit_code = 128 + sig;
-    report.message += "; interrupted by " + signal_name(sig) + " while releasing it (its key expires at its TTL)";
+    report.message = "interrupted by " + signal_name(sig) + " before the command started (lock '" + s.name +
+                     "' came back with too little of its lease left, and was waiting for its renewal)";
+    if (lease.held()) {
+      int again = 0;
+      if (!release_unless_signalled(lease, signals, again)) report.message += "; its key expires at its TTL";
+    }
     finish(ctx, s, report);
     Context::exit_now(report.exit_code);
   }
-  return finish(ctx, s, report);
+  // Lost or run out: the library gave the key back (a lease lost by expiry is released); a
+  // release from here could block on a server that is gone.
+  report.outcome = "lost";
+  report.exit_code = s.lost_code;
+  report.message = "lock '" + s.name + "' was acquired with no more than --grace + margin (" +
+                   human_duration(needed.count()) + ") of its lease left, and no renewal restored it before it " +
+                   "ran out: its reply came late, or dlock was paused; the command was not started";
+  finish(ctx, s, report);
+  Context::exit_now(report.exit_code);
 }
 
 }  // namespace

@@ -259,22 +259,31 @@ Result<void> extend_record(const std::shared_ptr<LeaseRecord>& rec, milliseconds
   const auto until_if_run = detail::LeaseTiming::from(rec->policy.extended_to(ttl)).validity_from(sent);
   // Loop thread only, written before any reply is handled: the validity before the tightening,
   // and whether a try's outcome was unknown.
+  // `unknown` is written by the reply handler alone, whose calls follow one another.
   struct Pending {
     BootClock::time_point before{};
+    BootClock::time_point tightened{};
     bool unknown = false;
   };
   auto pending = std::make_shared<Pending>();
   rec->core->post([rec, until_if_run, pending] {
     pending->before = rec->renewal.valid_until;
     rec->core->renewals().tighten(rec, until_if_run);
+    pending->tightened = rec->renewal.valid_until;
   });
+  // Posted, as a refusal at once may be handled on this thread: after the tightening above.
+  auto untighten = [rec, pending] {
+    rec->core->post([rec, pending] { rec->core->renewals().untighten(rec, pending->before, pending->tightened); });
+  };
   // Set on the loop thread when a watchdog renewal was sent while the extension was in flight:
   // it carries the OLD TTL and, landing after the extension, cut the key's TTL back.
   auto raced = std::make_shared<std::atomic<bool>>(false);
   Result<Reply> r = run_blocking(rec, *rec->scripts.renew, rec->scripts.renew_key_list(), args,
-                                 [rec, ttl, sent, raced, pending](const Result<Reply>& reply) {
+                                 [rec, ttl, sent, raced, pending, untighten](const Result<Reply>& reply) {
                                    // On the loop thread, so the scheduler sees the new TTL in order.
                                    if (!reply.ok()) {
+                                     // Never sent: the Client's queue for the node was full.
+                                     if (reply.code() == errc::overloaded && !pending->unknown) return untighten();
                                      pending->unknown = true;
                                      return;
                                    }
@@ -284,7 +293,7 @@ Result<void> extend_record(const std::shared_ptr<LeaseRecord>& rec, milliseconds
                                    // Redlock verdict sums several nodes: both stay tight.
                                    if (!pending->unknown && !rec->scripts.fanout &&
                                        detail::refused_before_running(reply.value())) {
-                                     return rec->core->renewals().untighten(rec, pending->before);
+                                     return untighten();
                                    }
                                    if (!reply->is_integer()) return;
                                    if (reply->integer() != 1) return rec->core->renewals().lose(rec, LossReason::taken);

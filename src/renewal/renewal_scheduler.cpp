@@ -203,8 +203,11 @@ void RenewalScheduler::tighten(const std::shared_ptr<LeaseRecord>& rec, time_poi
   if (due && *due > until) schedule(rec, until);
 }
 
-void RenewalScheduler::untighten(const std::shared_ptr<LeaseRecord>& rec, time_point before) {
+void RenewalScheduler::untighten(const std::shared_ptr<LeaseRecord>& rec, time_point before, time_point tightened) {
   rec->renewal.reply_before_extension = false;  // the extension did not run: that reply counts
+  // Only the tightening undone: a validity set since by something else (another extension, from
+  // another thread, that ran) stands.
+  if (rec->renewal.valid_until != tightened) return;
   if (rec->state() != LeaseRecord::State::held || before <= rec->renewal.valid_until) return;
   rec->renewal.valid_until = before;
   rec->renewal.at_risk_reported = false;

@@ -41,9 +41,10 @@ class RenewalScheduler {
   // lease there (on_lost), though the key may live on; one refused before it ran does not
   // (untighten).
   void tighten(const std::shared_ptr<LeaseRecord>& rec, time_point until);
-  // The extension was refused before it ran (an error reply to its only try): the validity goes
-  // back to `before` (what it was before tighten) and the lease is renewed at once.
-  void untighten(const std::shared_ptr<LeaseRecord>& rec, time_point before);
+  // The extension was refused before it ran (an error reply to its only try, or never sent):
+  // the validity goes back to `before` (what it was before tighten), unless it changed since
+  // `tightened` (what tighten left), and the lease is renewed at once.
+  void untighten(const std::shared_ptr<LeaseRecord>& rec, time_point before, time_point tightened);
   // Stops the timer and hands back every record still scheduled.
   std::vector<std::shared_ptr<LeaseRecord>> take_all();
   std::size_t size() const noexcept { return queue_.size(); }

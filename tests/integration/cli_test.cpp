@@ -1180,6 +1180,10 @@ TEST_F(CliTest, ExtendSetsANewTtlForTheOwner) {
   auto j = parse_json(r.out, "acquire --json");
   const std::string owner = j["owner"].str();
   EXPECT_EQ(j["fencing_token"].text, raw->cmd({"GET", key("ext") + ":fence"}));
+  EXPECT_EQ(j["ttl_ms"].integer(), 3000);
+  // The validity left on the client: less the drift allowance (3000 / 100 + 2 ms) and the round trip.
+  EXPECT_LE(j["valid_ms"].integer(), 3000 - 32);
+  EXPECT_GT(j["valid_ms"].integer(), 2000);
   auto extended = dlock({"extend", "ext", "--ttl", "60s"}, {{"DLOCK_OWNER", owner}});
   EXPECT_EQ(extended.exit_code, 0) << describe(extended);
   EXPECT_GT(raw->cmd_int({"PTTL", key("ext")}), 50000);
