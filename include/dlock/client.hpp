@@ -49,7 +49,8 @@ class Client {
   // Fails pending waits with errc::shutdown, each leaving its place in Redis (a FairLock queue
   // entry, a Mutex waiters' roll entry) so that no release hands a lock to it; then releases
   // the leases this Client still holds; then lets commands already sent (a release made just
-  // before, without waiting for it) be answered; all best effort, together bounded by
+  // before, without waiting for it) be answered (an acquisition among them that took a lock
+  // gives it back and fails with errc::shutdown); all best effort, together bounded by
   // ClientOptions::shutdown_timeout. A lease whose release finds the key no longer ours is
   // lost: its LeaseEvents::on_lost runs (LossReason::taken), on the event-loop thread, while
   // this destructor waits. Then fails whatever is still pending with errc::shutdown and joins

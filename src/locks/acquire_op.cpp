@@ -274,6 +274,14 @@ class AcquireOp final : public std::enable_shared_from_this<AcquireOp> {
       if (a.kind == Attempt::Kind::acquired) release_unwanted(a.lease);
       return;
     }
+    if (a.kind == Attempt::Kind::acquired && core_->is_shut_down()) {
+      // Answered while the Client shuts down (a one-try acquire is in no wait queue, so the
+      // shutdown did not end it): its step 1 may have released the held leases already, and a
+      // lease handed out now would be released by nobody. Given back, then the caller is told.
+      return release_unwanted(a.lease, [self = shared_from_this()] {
+        self->finish(Error(errc::shutdown, "client is shut down"));
+      });
+    }
     if (pending_cancel_) {
       // The caller gave up while this try was in flight; nobody will receive the lease.
       if (a.kind != Attempt::Kind::acquired) return finish(std::move(*pending_cancel_));

@@ -408,6 +408,23 @@ class CliTest : public ::testing::Test {
     auto r = raw->cmd_array({"PUBSUB", "NUMSUB", key(name) + ":ch"});
     return r.size() == 2 ? std::stoll(r[1]) : -1;
   }
+  // A `dlock run NAME` started through `proxy` waits for NAME, held by a foreign owner: once it
+  // has subscribed and tried, the proxy holds every reply and the foreign hold is deleted, so
+  // that dlock's next try (within its 500 ms recheck) takes the lock with its answer held back.
+  // Returns the owner that try set; empty (and a failed expectation) when it never came.
+  std::string take_with_reply_held(const std::string& name, dlock::test::FaultProxy& proxy, BackgroundCli& bg) {
+    EXPECT_TRUE(eventually([&] { return subscribers(name) == 1; }, 5s)) << "the waiter never subscribed\n" << bg.err();
+    std::this_thread::sleep_for(200ms);  // its first try's "busy" is in: the next try comes by itself
+    proxy.hold_replies();
+    raw->cmd({"DEL", key(name)});
+    std::string owner;
+    const bool taken = eventually([&] {
+      owner = raw->cmd({"GET", key(name)});
+      return owner != "(nil)";
+    }, 5s);
+    EXPECT_TRUE(taken) << "the waiter did not take the free lock\n" << bg.err();
+    return taken ? owner : std::string();
+  }
   static std::string describe(const CommandResult& r) {
     return "exit " + std::to_string(r.exit_code) + "\n--- stdout ---\n" + r.out + "\n--- stderr ---\n" + r.err;
   }
@@ -850,23 +867,17 @@ TEST_F(CliTest, RunStopsTheCommandBeforeAnUnrenewableLeaseEnds) {
 // with less of it. dlock run started the command on such a lease all the same, only for
 // supervise() to tell it to stop at once. Here the reply to the acquire that takes the lock is
 // held by a fault proxy for 1.3 s of the 2 s TTL (1.98 s of validity): about 0.68 s is left,
-// below --grace + margin (1.2 s). Later replies are delayed 0.6 s each way, so no renewal can
-// restore the lease before dlock looks at it. The command must not start; exit 70.
+// below --grace + margin (1.2 s). Later replies are delayed 0.6 s each way, so the watchdog's
+// renewal, which dlock waits for, cannot restore the lease before its validity ends. The command
+// must not start; exit 70.
 TEST_F(CliTest, RunDoesNotStartTheCommandOnALeaseAnsweredTooLate) {
   hold_foreign("late", 60000);
   dlock::test::FaultProxy proxy(server->host(), server->port());
   BackgroundCli bg({binary(), "--redis", proxy.url(), "--json", "run", "late", "--wait", "30s", "--ttl", "2s",
                     "--grace", "1s", "--", "touch", path("ran")},
                    env_with({}), path("late.out"), path("late.err"));
-  ASSERT_TRUE(eventually([&] { return subscribers("late") == 1; }, 5s)) << "the waiter never subscribed\n" << bg.err();
-  std::this_thread::sleep_for(200ms);  // its first try's "busy" is in: the next try comes by itself
-  proxy.hold_replies();
-  raw->cmd({"DEL", key("late")});  // the waiter's next try (within its 500 ms recheck) takes it
-  std::string owner;
-  ASSERT_TRUE(eventually([&] {
-    owner = raw->cmd({"GET", key("late")});
-    return owner != "(nil)";
-  }, 5s)) << "the waiter did not take the free lock\n" << bg.err();
+  const std::string owner = take_with_reply_held("late", proxy, bg);
+  ASSERT_FALSE(owner.empty());
   std::this_thread::sleep_for(1300ms);  // real time: the answer comes this late
   proxy.delay(600ms);
   auto code = bg.process().wait_for(10s);
@@ -889,12 +900,7 @@ TEST_F(CliTest, RunStartsTheCommandWhenOneRenewalRestoresALateLease) {
   BackgroundCli bg({binary(), "--redis", proxy.url(), "--json", "run", "late-ok", "--wait", "30s", "--ttl", "2s",
                     "--grace", "1s", "--", "touch", path("ran")},
                    env_with({}), path("late-ok.out"), path("late-ok.err"));
-  ASSERT_TRUE(eventually([&] { return subscribers("late-ok") == 1; }, 5s)) << "the waiter never subscribed\n" << bg.err();
-  std::this_thread::sleep_for(200ms);
-  proxy.hold_replies();
-  raw->cmd({"DEL", key("late-ok")});
-  ASSERT_TRUE(eventually([&] { return raw->cmd({"GET", key("late-ok")}) != "(nil)"; }, 5s))
-      << "the waiter did not take the free lock\n" << bg.err();
+  ASSERT_FALSE(take_with_reply_held("late-ok", proxy, bg).empty());
   std::this_thread::sleep_for(1300ms);
   proxy.pass();
   auto code = bg.process().wait_for(10s);

@@ -498,6 +498,29 @@ INSTANTIATE_TEST_SUITE_P(Kinds, LateReplyKinds,
                                            semaphore_kind(), fair_kind(), multi_kind(false), multi_kind(true)),
                          [](const ::testing::TestParamInfo<Kind>& p) { return std::string(p.param.label); });
 
+// A one-try acquisition answered while its Client shuts down: it is in no wait queue, so the
+// shutdown does not end it, and its lease would come back after the shutdown's first step had
+// released what was held. That lease was released by nobody (its release() saw the shutdown
+// and sent nothing) and the key sat out its TTL. It is now given back, and the caller told.
+TEST_F(LateReply, AOneTryAnsweredDuringShutdownIsGivenBack) {
+  const Kind k = mutex_kind();
+  const std::string name = "late-shutdown";
+  Locker lock = k.make(*late, name, dlock::LeaseOptions{});
+  Outcome out;
+  start_late(k, name, lock, dlock::test::no_wait(), out);
+  std::thread closer([&] { late.reset(); });  // waits for the answer still out (settle_in_flight)
+  std::this_thread::sleep_for(300ms);
+  proxy->pass();
+  closer.join();
+  auto r = out.get(scaled(5000ms));
+  ASSERT_TRUE(r.has_value()) << "the acquisition never finished";
+  EXPECT_FALSE(r->ok()) << "a lease was returned by a Client that had shut down";
+  if (!r->ok()) {
+    EXPECT_EQ(r->code(), dlock::errc::shutdown) << r->error().what();
+  }
+  EXPECT_TRUE(eventually([&] { return k.clean(*raw, name); }, scaled(2000ms))) << "the key was left to its TTL";
+}
+
 // FairLock's handover: a release gives the lock to the head of the queue and tells it
 // 'granted <token> <id>'. A grant that reaches the waiter after the validity counted from its last
 // try is confirmed with a renewal of the granted key before it is taken (fair_wait.cpp,
