@@ -285,14 +285,18 @@ std::optional<dlock::Result<void>> release_unless_signalled(dlock::Lease& lease,
   }
 }
 
-// Waits, for at most the validity the lease has left, for the watchdog's renewal to restore it
-// to more than `needed`. A lease that came back short is due for renewal at once (its first
+// Waits, for at most the validity the lease has left now, for the watchdog's renewal to restore
+// it to more than `needed`. A lease that came back short is due for renewal at once (its first
 // renewal counts from the acquire's send), as is a FairLock handover's, whose lease counts from
-// the waiter's last try. Looks at the lease every 10 ms: a read of local state, nothing is sent.
-// False when its validity ended first, or on SIGINT/SIGTERM/SIGHUP (then `sig` is set).
+// the waiter's last try. The bound is fixed on entry: renewals that keep the lease held but each
+// come back short (round trips longer than the room between `needed` and the validity) would
+// otherwise keep it waiting for ever. Looks at the lease every 10 ms: a read of local state,
+// nothing is sent. False when that time is up or the lease is no longer held, or on
+// SIGINT/SIGTERM/SIGHUP (then `sig` is set).
 bool await_renewal(const dlock::Lease& lease, milliseconds needed, SignalFd& signals, int& sig) {
+  const auto until = dlock::BootClock::now() + lease.remaining();
   for (;;) {
-    if (!lease.held()) return false;
+    if (!lease.held() || dlock::BootClock::now() >= until) return false;
     if (lease.remaining() > needed) return true;
     bool sig_ready = false, unused = false;
     wait_readable(signals.fd(), -1, 10, sig_ready, unused);
@@ -311,11 +315,12 @@ bool await_renewal(const dlock::Lease& lease, milliseconds needed, SignalFd& sig
 // overloaded machine). When that leaves no more than grace + margin, supervise() would tell the
 // command to stop as soon as it started; when none is left, the command would run unprotected
 // until supervise() first looked. A lease short of that waits for the watchdog's renewal (not
-// extend(), which would set the library's default renewal timings in place of run's own); if
-// its validity ends first, the command is not started at all. Exits 70 (--lost-exit-code), as a
-// loss does, not 75: the lock was ours but is not safely held any more, and
-// --conflict-exit-code 0 ("another host does the work") must not skip a run nobody made.
-// Returns nullopt when the lease leaves room to start the command.
+// extend(), which would set the library's default renewal timings in place of run's own), for
+// at most the validity it has left; short still, the command is not started at all, and a lock
+// still held is given back. Exits 70 (--lost-exit-code), as a loss does, not 75: the lock was
+// ours but is not safely held any more, and --conflict-exit-code 0 ("another host does the
+// work") must not skip a run nobody made. Returns nullopt when the lease leaves room to start
+// the command.
 std::optional<int> refuse_short_lease(Context& ctx, const RunSettings& s, dlock::Lease& lease, SignalFd& signals,
                                       Report& report) {
   const milliseconds needed = s.grace + s.margin;
@@ -335,13 +340,23 @@ std::optional<int> refuse_short_lease(Context& ctx, const RunSettings& s, dlock:
     finish(ctx, s, report);
     Context::exit_now(report.exit_code);
   }
-  // Lost or run out: the library gave the key back (a lease lost by expiry is released); a
-  // release from here could block on a server that is gone.
   report.outcome = "lost";
   report.exit_code = s.lost_code;
   report.message = "lock '" + s.name + "' was acquired with no more than --grace + margin (" +
-                   human_duration(needed.count()) + ") of its lease left, and no renewal restored it before it " +
-                   "ran out: its reply came late, or dlock was paused; the command was not started";
+                   human_duration(needed.count()) + ") of its lease left, and no renewal restored more in time: " +
+                   "its reply came late, or dlock was paused; the command was not started";
+  if (lease.held()) {
+    // Renewed, but each time short: given back (interruptibly).
+    int again = 0;
+    if (!release_unless_signalled(lease, signals, again)) {
+      report.outcome = "interrupted";
+      report.signal = again;
+      report.exit_code = 128 + again;
+      report.message += "; interrupted by " + signal_name(again) + " while releasing it (its key expires at its TTL)";
+    }
+  }
+  // Run out or lost: no release from here (it could block on a server that is gone); the key
+  // expires at its TTL, unless the watchdog's own release of an expired lease gets out first.
   finish(ctx, s, report);
   Context::exit_now(report.exit_code);
 }

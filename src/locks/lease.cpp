@@ -283,7 +283,10 @@ Result<void> extend_record(const std::shared_ptr<LeaseRecord>& rec, milliseconds
                                    // On the loop thread, so the scheduler sees the new TTL in order.
                                    if (!reply.ok()) {
                                      // Never sent: the Client's queue for the node was full.
-                                     if (reply.code() == errc::overloaded && !pending->unknown) return untighten();
+                                     // (Not a Redlock verdict: it names one node's error.)
+                                     if (reply.code() == errc::overloaded && !pending->unknown && !rec->scripts.fanout) {
+                                       return untighten();
+                                     }
                                      pending->unknown = true;
                                      return;
                                    }
@@ -315,6 +318,10 @@ Result<void> extend_record(const std::shared_ptr<LeaseRecord>& rec, milliseconds
                        if (reply->integer() == 1) rec->core->renewals().extended(rec, ttl, again, true);
                      });
   }
+  // This extension is settled (after any untighten() its handler posted): others may restore.
+  rec->core->post([rec] {
+    if (rec->renewal.extensions_in_flight > 0) --rec->renewal.extensions_in_flight;
+  });
   if (!r.ok()) return r.error();
   if (r->is_error()) return Error(detail::classify_error_reply(*r), describe(*rec) + ": " + r->str());
   if (!r->is_integer() || r->integer() != 1) {

@@ -21,6 +21,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cstdint>
 #include <optional>
 
 #include "renewal/lease_timing.hpp"
@@ -35,6 +36,10 @@ struct RenewalState {
   // server (RenewalScheduler::tighten): its reply raises no validity. (A flag in the padding, not
   // the extension's end: the watchdog keeps one of these per held lease.)
   bool reply_before_extension = false;
+  // Lease::extend() calls between their tightening and their settling (loop thread): one
+  // refused before it ran restores the validity only when it is the only one (another may yet
+  // set a shorter TTL). In the padding too.
+  std::uint8_t extensions_in_flight = 0;
 };
 
 enum class RenewalAction { none, renew, lose };

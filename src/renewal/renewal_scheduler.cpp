@@ -195,6 +195,7 @@ void RenewalScheduler::extended(const std::shared_ptr<LeaseRecord>& rec, millise
 }
 
 void RenewalScheduler::tighten(const std::shared_ptr<LeaseRecord>& rec, time_point until) {
+  if (rec->renewal.extensions_in_flight < 255) ++rec->renewal.extensions_in_flight;
   if (rec->renewal.renew_in_flight) rec->renewal.reply_before_extension = true;
   if (rec->state() != LeaseRecord::State::held || until >= rec->renewal.valid_until) return;
   rec->renewal.valid_until = until;
@@ -206,8 +207,9 @@ void RenewalScheduler::tighten(const std::shared_ptr<LeaseRecord>& rec, time_poi
 void RenewalScheduler::untighten(const std::shared_ptr<LeaseRecord>& rec, time_point before, time_point tightened) {
   rec->renewal.reply_before_extension = false;  // the extension did not run: that reply counts
   // Only the tightening undone: a validity set since by something else (another extension, from
-  // another thread, that ran) stands.
-  if (rec->renewal.valid_until != tightened) return;
+  // another thread, that ran) stands, and none is undone while another extension is out (it
+  // may yet set a shorter TTL: its own tightening may have changed nothing).
+  if (rec->renewal.valid_until != tightened || rec->renewal.extensions_in_flight > 1) return;
   if (rec->state() != LeaseRecord::State::held || before <= rec->renewal.valid_until) return;
   rec->renewal.valid_until = before;
   rec->renewal.at_risk_reported = false;
