@@ -257,9 +257,9 @@ Result<void> extend_record(const std::shared_ptr<LeaseRecord>& rec, milliseconds
   // reply, the lease is believed valid only up to the earlier of the two ends. (Posted before
   // the send, so it is handled on the loop before the reply is.)
   const auto until_if_run = detail::LeaseTiming::from(rec->policy.extended_to(ttl)).validity_from(sent);
-  // Loop thread only, written before any reply is handled: the validity before the tightening,
-  // and whether a try's outcome was unknown.
-  // `unknown` is written by the reply handler alone, whose calls follow one another.
+  // `before` and `tightened`: the validity before and after the tightening, written on the
+  // loop before any reply is handled and read there by untighten(). `unknown`: a try's outcome
+  // was unknown; written and read by the reply handler alone, whose calls follow one another.
   struct Pending {
     BootClock::time_point before{};
     BootClock::time_point tightened{};
