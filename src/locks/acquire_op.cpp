@@ -124,11 +124,6 @@ class WaitQueue final : public std::enable_shared_from_this<WaitQueue> {
   std::uint64_t generation_ = 0;
 };
 
-// How many tries in a row answered after their validity end a wait (AcquireOp::on_attempt).
-// One is a paused process or a hiccup, and the next try is made at once; three say the TTL is
-// too short for the round trip.
-constexpr std::uint8_t kLateTriesToGiveUp = 3;
-
 class AcquireOp final : public std::enable_shared_from_this<AcquireOp> {
  public:
   AcquireOp(std::shared_ptr<ClientCore> core, AcquireRequest req, AcquireDone done)

@@ -10,6 +10,7 @@
 // so every kind that waits this way (Mutex, ReentrantMutex, SharedMutex...) shares this code.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -25,6 +26,12 @@
 namespace dlock::detail {
 
 class ClientCore;
+
+// How many tries in a row acquired but answered after their validity (and given back), with no
+// busy answer between, end a wait with errc::invalid_argument: one is a paused process or a
+// hiccup, and the next try is made at once; three say the lease TTL is too short for the
+// server's round trip. Shared by AcquireOp and FairLock's wait (fair_wait.cpp).
+inline constexpr std::uint8_t kLateTriesToGiveUp = 3;
 
 struct Attempt {
   enum class Kind { acquired, busy, failed };

@@ -142,9 +142,6 @@ namespace {
 // server is slow to answer (the place then expires by itself).
 constexpr milliseconds timeout_cleanup_grace{200};
 
-// How many acquisitions refused as late (after_refusal), with no busy answer between, end a wait.
-constexpr std::uint8_t kLateTriesToGiveUp = 3;
-
 class FairWaitOp final : public std::enable_shared_from_this<FairWaitOp> {
  public:
   FairWaitOp(std::shared_ptr<ClientCore> core, std::shared_ptr<const FairSpec> spec, WaitOptions wait, FairDone done,
