@@ -10,15 +10,22 @@ namespace dlock::detail {
 
 namespace {
 
-int make_timerfd() {
+// The descriptor belongs to the stream_descriptor only once it is assigned: when the
+// assignment throws (registering with the reactor failed), it is closed here.
+asio::posix::stream_descriptor make_timer_descriptor(asio::io_context& io) {
   const int fd = ::timerfd_create(CLOCK_BOOTTIME, TFD_NONBLOCK | TFD_CLOEXEC);
   if (fd < 0) throw std::system_error(errno, std::generic_category(), "timerfd_create(CLOCK_BOOTTIME)");
-  return fd;
+  try {
+    return asio::posix::stream_descriptor(io, fd);
+  } catch (...) {
+    ::close(fd);
+    throw;
+  }
 }
 
 }  // namespace
 
-BootAlarm::BootAlarm(asio::io_context& io) : fd_(io, make_timerfd()) {}
+BootAlarm::BootAlarm(asio::io_context& io) : fd_(make_timer_descriptor(io)) {}
 
 void BootAlarm::expires_at(BootClock::time_point t) {
   cancel();
