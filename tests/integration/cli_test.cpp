@@ -910,6 +910,30 @@ TEST_F(CliTest, RunStartsTheCommandWhenOneRenewalRestoresALateLease) {
   EXPECT_EQ(raw->cmd_int({"EXISTS", key("late-ok")}), 0) << "not released after the command";
 }
 
+// A link slow for good: every round trip takes 0.6 s (0.3 s each way), so the 2 s lease comes
+// back with about 1.38 s of validity, below --grace + margin (1.5 s + 0.2 s), and so does every
+// renewal, each answered well within the validity it was sent in: the lease stays held but never
+// has room for the command. dlock run waits for a renewal for at most the validity it had left
+// on entry, then gives the lock back: exit 70, the command not started. (Its wait had no bound:
+// it waited for as long as the renewals kept the lease held, here for ever.)
+TEST_F(CliTest, RunGivesUpOnALeaseWhoseRenewalsAllComeBackShort) {
+  dlock::test::FaultProxy proxy(server->host(), server->port());
+  proxy.delay(300ms);
+  BackgroundCli bg({binary(), "--redis", proxy.url(), "--json", "run", "slow-link", "--ttl", "2s", "--grace", "1500ms",
+                    "--", "touch", path("ran")},
+                   env_with({}), path("slow-link.out"), path("slow-link.err"));
+  auto code = bg.process().wait_for(20s);
+  ASSERT_TRUE(code.has_value()) << "still waiting for a renewal that leaves room\n" << bg.err();
+  EXPECT_EQ(*code, 70) << bg.err();
+  const JsonValue outcome = parse_json(last_line(bg.err()), "slow link outcome");
+  EXPECT_EQ(outcome["outcome"].str(), "lost") << bg.err();
+  EXPECT_TRUE(outcome["status"].is_null()) << "the command was started\n" << bg.err();
+  EXPECT_NE(outcome["message"].str().find("no renewal restored more in time"), std::string::npos) << bg.err();
+  EXPECT_FALSE(file_exists(path("ran"))) << "the command ran on a lease with no room for its grace";
+  EXPECT_TRUE(eventually([&] { return raw->cmd_int({"EXISTS", key("slow-link")}) == 0; }, 5s))
+      << "the lock was not given back";
+}
+
 // Renewals that fail long enough put the command at risk (SIGTERM) and that stands, exit 70,
 // even when they recover and the command, ignoring the signal, finishes by itself; but the
 // message says what happened. It said "the command was stopped because the lock could not be
