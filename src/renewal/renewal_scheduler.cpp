@@ -114,14 +114,14 @@ std::vector<std::shared_ptr<LeaseRecord>> RenewalScheduler::take_all() {
   return all;
 }
 
+// The alarm is set again only for an earlier time. A lease released empties the queue, and the
+// next one is due later than the alarm: an acquire/release pair (the hot path) then touches no
+// timer (a timerfd_settime, a cancelled wait's handler and a new wait each time before). An
+// alarm set too early fires once with nothing due, and on_timer sets it for the next time.
 void RenewalScheduler::arm() {
   auto next = queue_.next();
-  if (!next) {
-    if (armed_for_) timer_.cancel();
-    armed_for_.reset();
-    return;
-  }
-  if (armed_for_ && *armed_for_ == *next) return;
+  if (!next) return;
+  if (armed_for_ && *armed_for_ <= *next) return;
   armed_for_ = *next;
   timer_.expires_at(*next);
   timer_.async_wait([this](std::error_code ec) {

@@ -75,6 +75,8 @@ class RenewalScheduler {
   // On CLOCK_BOOTTIME: a loss or an at-risk time that passed during a suspend is reported at
   // the resume, not a monotonic sleep later (boot_alarm.hpp).
   BootAlarm timer_;
+  // When timer_ fires (a wait is pending); at or before the queue's first time, which it may
+  // no longer have (arm()). Unset: no wait pending.
   std::optional<time_point> armed_for_;
   Queue queue_;
 };

@@ -268,6 +268,31 @@ TEST_F(MutexTest, WatchdogKeepsLockPastItsTtl) {
   EXPECT_EQ(probe.calls.load(), 0);
 }
 
+// The watchdog's alarm is set again only for an earlier time (RenewalScheduler::arm): after a
+// long lease is released, its alarm stays set for its renewal, seconds away. A short lease taken
+// then is due well before it and must get an alarm of its own, or it expires unrenewed.
+TEST_F(MutexTest, AShortLeaseTakenAfterALongOneWasReleasedIsRenewedInTime) {
+  dlock::Mutex long_lived(*client, "wd-long", watchdog(30s));
+  auto first = long_lived.acquire();
+  ASSERT_TRUE(first.ok()) << first.error().what();
+  ASSERT_TRUE(first->release().ok());
+
+  LossProbe probe;
+  auto opts = watchdog(300ms);
+  probe.attach(opts);
+  dlock::Mutex short_lived(*client, "wd-short", opts);
+  auto lease = short_lived.acquire();
+  ASSERT_TRUE(lease.ok()) << lease.error().what();
+  const auto t0 = SteadyClock::now();
+  while (SteadyClock::now() - t0 < 1200ms) {
+    EXPECT_GT(raw->cmd_int({"PTTL", short_lived.key()}), 0) << "after " << ms_since(t0).count() << " ms";
+    std::this_thread::sleep_for(25ms);
+  }
+  EXPECT_TRUE(lease->held());
+  EXPECT_EQ(probe.calls.load(), 0);
+  EXPECT_TRUE(lease->release().ok());
+}
+
 // The leases of one Mutex share its scripts, keys and loss callbacks (one immutable spec, to keep
 // a held lock small): each lease must still renew and release its own hold of the right key,
 // with its own owner token, and a loss must reach exactly the lease that lost.
