@@ -111,6 +111,7 @@ std::vector<std::shared_ptr<LeaseRecord>> RenewalScheduler::take_all() {
   for (auto& r : all) stop_listening(*r);
   timer_.cancel();
   armed_for_.reset();
+  closing_ = true;
   return all;
 }
 
@@ -118,9 +119,18 @@ std::vector<std::shared_ptr<LeaseRecord>> RenewalScheduler::take_all() {
 // next one is due later than the alarm: an acquire/release pair (the hot path) then touches no
 // timer (a timerfd_settime, a cancelled wait's handler and a new wait each time before). An
 // alarm set too early fires once with nothing due, and on_timer sets it for the next time.
+// Once the Client shuts down (take_all), an empty queue cancels the wait again: a pending wait
+// is work that keeps the event loop from ending (a lease taken during the shutdown and then
+// released would keep it running until the alarm's time, up to a renew interval).
 void RenewalScheduler::arm() {
   auto next = queue_.next();
-  if (!next) return;
+  if (!next) {
+    if (closing_) {
+      timer_.cancel();
+      armed_for_.reset();
+    }
+    return;
+  }
   if (armed_for_ && *armed_for_ <= *next) return;
   armed_for_ = *next;
   timer_.expires_at(*next);

@@ -76,8 +76,11 @@ class RenewalScheduler {
   // the resume, not a monotonic sleep later (boot_alarm.hpp).
   BootAlarm timer_;
   // When timer_ fires (a wait is pending); at or before the queue's first time, which it may
-  // no longer have (arm()). Unset: no wait pending.
+  // no longer have (arm()). Unset: no wait that arm() counts on (a stale handler that ran
+  // after the alarm was moved may have unset it while the new wait is pending; the next
+  // expires_at() cancels that one).
   std::optional<time_point> armed_for_;
+  bool closing_ = false;  // take_all() ran: the Client shuts down (arm())
   Queue queue_;
 };
 
