@@ -922,7 +922,7 @@ TEST_F(CliTest, RunGivesUpOnALeaseWhoseRenewalsAllComeBackShort) {
   BackgroundCli bg({binary(), "--redis", proxy.url(), "--json", "run", "slow-link", "--ttl", "2s", "--grace", "1500ms",
                     "--", "touch", path("ran")},
                    env_with({}), path("slow-link.out"), path("slow-link.err"));
-  auto code = bg.process().wait_for(20s);
+  auto code = bg.process().wait_for(dlock::test::scaled(20s));
   ASSERT_TRUE(code.has_value()) << "still waiting for a renewal that leaves room\n" << bg.err();
   EXPECT_EQ(*code, 70) << bg.err();
   const JsonValue outcome = parse_json(last_line(bg.err()), "slow link outcome");
