@@ -78,9 +78,10 @@ class Lease {
   // refused it before running it (READONLY, BUSY, LOADING, MASTERDOWN...) restores the old end.
   // NOT guaranteed: after an unknown outcome, or a script's own error, a shorter extension may
   // have run, so its end stays the lease's end (on_lost then) though the key may live on. With
-  // two extensions of one lease out at once (two threads), a refused one restores nothing
-  // while the other is out, and when both are refused the lease may keep the end of one of
-  // them and end there (on_lost), though neither ran.
+  // two extensions of one hold out at once (two threads; two takes of one shared hold are one
+  // hold), a refused one restores nothing while the other is out, and when both are refused
+  // the lease may keep the end of one of them and, unless a renewal is answered before it,
+  // end there (on_lost), though neither ran.
   Result<void> extend(milliseconds ttl);
 
   // release()
