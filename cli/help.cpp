@@ -155,7 +155,10 @@ constexpr std::string_view kList =
     "\n"
     "Lists the locks under the prefix whose names match the glob PATTERN (default *) that are held\n"
     "or waited for, of every kind: name, kind (a semaphore as semaphore/SIZE), first holder (R/W:\n"
-    "read/write hold, xN: hold count or permits, +N: more holders), held for, TTL, waiters.\n"
+    "read/write hold, xN: hold count or permits, +N: more holders), held for, TTL, waiters: a fair\n"
+    "lock's queue places; for the other kinds the waiting writers of a rw lock plus the Clients\n"
+    "subscribed to the lock's channel, among them a holder that listens for revocation (dlock\n"
+    "run's does: its lock shows 1 with nobody waiting).\n"
     "Uses SCAN (never KEYS), so it is safe on a busy server; on a Cluster, on every primary.\n"
     "Keys whose {name} is no valid lock name are skipped (a note says how many; see leaks).\n";
 
