@@ -31,7 +31,6 @@
 #include <cstring>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <random>
 #include <string>
 #include <thread>
@@ -124,71 +123,48 @@ std::string errc_name(std::error_code ec) {
   return std::string(dlock::errc_name(static_cast<dlock::errc>(ec.value())));
 }
 
-// The hold a lock object's on_lost refers to: set before each acquisition.
-struct CurrentHold {
-  std::mutex mu;
-  std::string id;
-  std::string get() {
-    std::lock_guard lk(mu);
-    return id;
-  }
-  void set(std::string v) {
-    std::lock_guard lk(mu);
-    id = std::move(v);
-  }
-};
-
-// One lock object of the configured kind, reduced to "acquire with a deadline".
+// One lock object of the configured kind, reduced to "acquire with a deadline" (the function
+// owns it). A thread makes one per attempt: LeaseOptions belong to the lock object, and its on_lost must name the
+// hold it reports. With one long-lived object per lock, on_lost had to look up "the thread's
+// current hold", and a loss the watchdog reported just after release() had returned lock_lost
+// for it was written down against the thread's next hold (the fencing rule then flagged that
+// hold, whose "end" came before its acquisition).
 using AcquireFn = std::function<dlock::Result<dlock::Lease>(dlock::WaitOptions)>;
 
-AcquireFn make_lock(const Config& c, dlock::Client& client, const std::string& name,
-                    dlock::LeaseOptions lease, std::vector<std::shared_ptr<void>>& keep) {
+AcquireFn make_lock(const Config& c, dlock::Client& client, const std::string& name, dlock::LeaseOptions lease) {
   if (c.kind == "fair") {
     auto l = std::make_shared<dlock::FairLock>(client, name, lease);
-    keep.push_back(l);
     return [l](dlock::WaitOptions w) { return l->acquire(w); };
   }
   if (c.kind == "rw") {
     auto l = std::make_shared<dlock::SharedMutex>(client, name, lease);
-    keep.push_back(l);
     return [l](dlock::WaitOptions w) { return l->acquire(w); };
   }
   if (c.kind == "sem") {
     auto l = std::make_shared<dlock::Semaphore>(client, name, 1, lease);
-    keep.push_back(l);
     return [l](dlock::WaitOptions w) { return l->acquire(1, w); };
   }
   auto l = std::make_shared<dlock::Mutex>(client, name, lease);
-  keep.push_back(l);
   return [l](dlock::WaitOptions w) { return l->acquire(w); };
 }
 
 void worker_thread(const Config& c, int index, dlock::Client& client,
                    dlock::test::HistoryWriter& out, std::atomic<std::uint64_t>& attempts,
                    std::chrono::steady_clock::time_point end) {
-  std::vector<std::shared_ptr<void>> keep;
-  std::vector<AcquireFn> locks;
-  std::vector<std::unique_ptr<CurrentHold>> current;
-  for (const std::string& name : c.locks) {
-    current.push_back(std::make_unique<CurrentHold>());
-    CurrentHold* cur = current.back().get();
-    dlock::LeaseOptions lease;
-    lease.ttl = c.ttl;
-    lease.events.on_lost = [cur, &out](dlock::LossReason why) {
-      Event e;
-      e.kind = EventKind::loss, e.t = now_ns(), e.hold = cur->get();
-      e.outcome = why == dlock::LossReason::taken ? "taken" : "expired";
-      out.append(e);
-    };
-    locks.push_back(make_lock(c, client, name, lease, keep));
-  }
   std::mt19937 rng(static_cast<unsigned>(::getpid() * 131 + index));
   std::uint64_t seq = 0;
   while (std::chrono::steady_clock::now() < end) {
-    const std::size_t li = rng() % locks.size();
-    const std::string& name = c.locks[li];
+    const std::string& name = c.locks[rng() % c.locks.size()];
     const std::string hold = c.proc + "." + std::to_string(index) + "." + std::to_string(++seq);
-    current[li]->set(hold);
+    dlock::LeaseOptions options;
+    options.ttl = c.ttl;
+    options.events.on_lost = [hold, &out](dlock::LossReason why) {
+      Event e;
+      e.kind = EventKind::loss, e.t = now_ns(), e.hold = hold;
+      e.outcome = why == dlock::LossReason::taken ? "taken" : "expired";
+      out.append(e);
+    };
+    const AcquireFn acquire = make_lock(c, client, name, std::move(options));
 
     Event b;
     b.kind = EventKind::attempt_begin, b.proc = c.proc, b.lock = name;
@@ -196,7 +172,7 @@ void worker_thread(const Config& c, int index, dlock::Client& client,
     out.append(b);
     dlock::WaitOptions w;
     w.timeout = c.wait;
-    auto got = locks[li](w);
+    auto got = acquire(w);
     Event a;
     a.kind = EventKind::attempt_end, a.proc = c.proc, a.attempt = b.attempt, a.t = now_ns();
     a.outcome = got.ok() ? "acquired" : errc_name(got.code());
