@@ -148,6 +148,20 @@ void Scenario::pause_worker(int i, std::chrono::milliseconds length) {
 
 void Scenario::sleep(std::chrono::milliseconds d) { std::this_thread::sleep_for(d); }
 
+namespace {
+
+// A hung worker's threads, to stderr, before it is killed: the test log then shows where the
+// library stood (a hang is seen seldom, and rarely again by hand). Needs gdb (scripts/install-deps
+// installs it); without it, only the hang is reported.
+void print_stacks(pid_t pid) {
+  const std::string cmd = "command -v gdb >/dev/null && gdb -p " + std::to_string(pid) +
+                          " -batch -q -ex 'thread apply all bt' 2>&1 | grep -v '^\\[New LWP' | head -400 >&2";
+  std::fprintf(stderr, "worker pid %d hung; its threads:\n", static_cast<int>(pid));
+  (void)std::system(cmd.c_str());
+}
+
+}  // namespace
+
 std::vector<int> Scenario::join_workers() {
   std::vector<int> codes;
   // The workers stop taking locks after `duration`; a release or wait in progress then ends
@@ -156,6 +170,7 @@ std::vector<int> Scenario::join_workers() {
   for (auto& w : workers_) {
     auto code = w->wait_for(limit);
     if (!code) {
+      print_stacks(w->pid());
       w->signal(SIGKILL);
       codes.push_back(-1);  // hung
     } else {
