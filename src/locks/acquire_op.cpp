@@ -442,7 +442,10 @@ void WaitQueue::remove(AcquireOp* op, bool acquired, std::optional<milliseconds>
     core_.forget_wait_queue(key_);
     return;
   }
-  if (was_head && !failing_) ops_.front()->become_head(acquired, holder_ttl);
+  // Not once the Client shuts down either: a head that finished between the shutdown's start and
+  // its fail_all() (its acquisition answered meanwhile) would let the next waiter send a try
+  // that fail_all() is there to prevent (see there). fail_all() ends that waiter soon after.
+  if (was_head && !failing_ && !core_.is_shut_down()) ops_.front()->become_head(acquired, holder_ttl);
 }
 
 void WaitQueue::fail_all(const Error& why) {
