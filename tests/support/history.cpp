@@ -200,16 +200,25 @@ struct Checker {
           check_overlap(lock, a, holds[j]);
         }
       }
-      // Tokens of successive holds rise: every hold that ended before c was acquired has a
+      // Tokens of successive holds rise: every hold that ended before c was granted has a
       // lower token than c. One sweep over the holds in order of their end.
+      //
+      // c was granted before its acquire event was written and before its loss: a pause of
+      // its process just as acquire() returned lets the loop thread write the loss (on_lost)
+      // before the worker thread writes the acquisition. Such a hold counts as granted at its
+      // loss; "before" is strict, so it is not compared with itself.
       std::vector<const Hold*> by_end;
-      for (const Hold& x : holds) by_end.push_back(&x);
+      std::vector<std::pair<std::int64_t, const Hold*>> by_grant;
+      for (const Hold& x : holds) by_end.push_back(&x), by_grant.emplace_back(std::min(x.acquired, x.end()), &x);
       std::sort(by_end.begin(), by_end.end(),
                 [](const Hold* x, const Hold* y) { return x->end() < y->end(); });
+      std::stable_sort(by_grant.begin(), by_grant.end(),
+                       [](const auto& x, const auto& y) { return x.first < y.first; });
       std::size_t k = 0;
       const Hold* highest = nullptr;
-      for (const Hold& c : holds) {
-        while (k < by_end.size() && by_end[k]->end() <= c.acquired) {
+      for (const auto& [granted, cp] : by_grant) {
+        const Hold& c = *cp;
+        while (k < by_end.size() && by_end[k]->end() < granted) {
           if (highest == nullptr || by_end[k]->token > highest->token) highest = by_end[k];
           ++k;
         }

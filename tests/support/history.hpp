@@ -140,7 +140,8 @@ struct CheckReport {
 //  fencing           in the resource's order, a write is accepted iff its token is >= the
 //                    highest accepted before it (so no accepted write is lower than an earlier
 //                    accepted one, and every stale write is rejected); and the tokens of
-//                    successive non-overlapping holds of one lock strictly increase.
+//                    successive non-overlapping holds of one lock strictly increase (a hold
+//                    whose loss was written before its acquisition counts as granted at the loss).
 //  honesty           the earlier holder of an explained overlap stops believing it holds the
 //                    lock (it is told of the loss by on_lost or by release() returning
 //                    lock_lost, or it releases with an unknown outcome such as a connection

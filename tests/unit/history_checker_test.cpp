@@ -266,6 +266,26 @@ TEST(HistoryChecker, CatchesATokenThatDidNotRiseForTheNextHolder) {
   EXPECT_TRUE(has_rule(r, "fencing")) << r.summary();
 }
 
+// A pause of w1 just as acquire() returned "a": its loss (loop thread) was written before its
+// acquisition (worker thread). Lawful: "a" was granted before it was lost, and before "b".
+TEST(HistoryChecker, AcceptsALossWrittenBeforeItsHoldsAcquisition) {
+  H h;
+  h.acquire(0, "z", 4, "w2").release(40, "z");
+  h.fault(100, 2100, fault::client_pause, "w1").loss(2110, "a").acquire(2120, "a", 5, "w1");
+  h.acquire(2200, "b", 6, "w2").release(2300, "b");
+  CheckReport r = h.run();
+  EXPECT_TRUE(r.ok()) << r.summary();
+}
+
+// The same inverted hold still has to carry a higher token than a hold that ended before it.
+TEST(HistoryChecker, CatchesALowTokenOnAHoldWhoseLossWasWrittenFirst) {
+  H h;
+  h.acquire(0, "z", 7, "w2").release(40, "z");
+  h.fault(100, 2100, fault::client_pause, "w1").loss(2110, "a").acquire(2120, "a", 5, "w1");
+  CheckReport r = h.run();
+  EXPECT_TRUE(has_rule(r, "fencing")) << r.summary();
+}
+
 TEST(HistoryChecker, CatchesAPausedHolderThatIsNeverToldOfItsLoss) {
   H h;
   h.acquire(0, "a", 5, "w1").fault(100, 2100, fault::client_pause, "w1");
