@@ -22,6 +22,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -221,6 +222,9 @@ void worker_thread(const Config& c, int index, dlock::Client& client,
 }  // namespace
 
 int main(int argc, char** argv) {
+  // The fault suite attaches gdb to a hung worker to print its stacks (scenario.cpp); gdb is not
+  // this process's parent, which Yama's ptrace_scope=1 would otherwise refuse.
+  (void)::prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
   Config c;
   if (!parse(argc, argv, c)) {
     std::fprintf(stderr, "usage: dlock-fault-worker --url URL --history FILE --proc NAME --resource DIR [options]\n");

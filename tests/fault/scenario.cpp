@@ -152,10 +152,13 @@ namespace {
 
 // A hung worker's threads, to stderr, before it is killed: the test log then shows where the
 // library stood (a hang is seen seldom, and rarely again by hand). Needs gdb (scripts/install-deps
-// installs it); without it, only the hang is reported.
+// installs it; the worker allows the attach: PR_SET_PTRACER); without it, only the hang is
+// reported.
 void print_stacks(pid_t pid) {
-  const std::string cmd = "command -v gdb >/dev/null && gdb -p " + std::to_string(pid) +
-                          " -batch -q -ex 'thread apply all bt' 2>&1 | grep -v '^\\[New LWP' | head -400 >&2";
+  // Bounded: a gdb that hangs must not keep the worker from being killed.
+  const std::string cmd = "command -v gdb >/dev/null && timeout -k 5 60 gdb -p " + std::to_string(pid) +
+                          " -batch -q -iex 'set debuginfod enabled off' -ex 'thread apply all bt' 2>&1"
+                          " | grep -v '^\\[New LWP' | head -400 >&2";
   std::fprintf(stderr, "worker pid %d hung; its threads:\n", static_cast<int>(pid));
   (void)std::system(cmd.c_str());
 }
