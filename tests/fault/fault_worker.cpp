@@ -125,11 +125,11 @@ std::string errc_name(std::error_code ec) {
 }
 
 // One lock object of the configured kind, reduced to "acquire with a deadline" (the function
-// owns it). A thread makes one per attempt: LeaseOptions belong to the lock object, and its on_lost must name the
-// hold it reports. With one long-lived object per lock, on_lost had to look up "the thread's
-// current hold", and a loss the watchdog reported just after release() had returned lock_lost
-// for it was written down against the thread's next hold (the fencing rule then flagged that
-// hold, whose "end" came before its acquisition).
+// owns it). A thread makes one per attempt: LeaseOptions belong to the lock object, and its
+// on_lost must name the hold it reports. With one long-lived object per lock, on_lost had to
+// look up "the thread's current hold", and a loss the watchdog reported just after release()
+// had returned lock_lost for it was written down against the thread's next hold (the fencing
+// rule then flagged that hold, whose "end" came before its acquisition).
 using AcquireFn = std::function<dlock::Result<dlock::Lease>(dlock::WaitOptions)>;
 
 AcquireFn make_lock(const Config& c, dlock::Client& client, const std::string& name, dlock::LeaseOptions lease) {

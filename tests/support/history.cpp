@@ -209,7 +209,10 @@ struct Checker {
       // loss; "before" is strict, so it is not compared with itself.
       std::vector<const Hold*> by_end;
       std::vector<std::pair<std::int64_t, const Hold*>> by_grant;
-      for (const Hold& x : holds) by_end.push_back(&x), by_grant.emplace_back(std::min(x.acquired, x.end()), &x);
+      for (const Hold& x : holds) {
+        by_end.push_back(&x);
+        by_grant.emplace_back(std::min(x.acquired, x.end()), &x);
+      }
       std::sort(by_end.begin(), by_end.end(),
                 [](const Hold* x, const Hold* y) { return x->end() < y->end(); });
       std::stable_sort(by_grant.begin(), by_grant.end(),
