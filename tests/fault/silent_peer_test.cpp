@@ -91,8 +91,11 @@ TEST_F(SilentPeerTest, AWaiterWhoseConnectionsWentSilentStillSeesTheRelease) {
     EXPECT_TRUE(got->release().ok());
   } else {
     // Woken by the new subscription, its try can meet its command connection still being
-    // replaced (its own PING timed out too): a connection error, at once, as documented.
-    EXPECT_EQ(got.code(), dlock::errc::connection) << got.error().what() << " after " << took.count() << " ms";
+    // replaced (its own PING timed out too): a connection error, at once, as documented. Or the
+    // try went out on that silent connection before its PING found it out: no reply within
+    // command_timeout (errc::timeout; CI under ASan once saw this).
+    EXPECT_TRUE(got.code() == dlock::errc::connection || got.code() == dlock::errc::timeout)
+        << got.error().what() << " after " << took.count() << " ms";
     // While it is down (until its backoff's reconnect), tries fail at once as well.
     std::optional<dlock::Result<dlock::Lease>> again;
     ASSERT_TRUE(eventually(
