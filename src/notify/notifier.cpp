@@ -84,10 +84,13 @@ void Notifier::send_subscribe(const std::string& name, Channel& ch, bool resubsc
         else if (r->is_error())
           err = Error(classify_error_reply(*r), "SUBSCRIBE " + name + " refused by " + target.display() + ": " + r->str());
         c.confirmed = !err;
+        // Decided before the callbacks, which may unsubscribe (and erase `c`).
+        const bool announce = !err && (resubscribe || c.dropped);
+        if (!err) c.dropped = false;
         auto waiting = std::move(c.on_confirm);
         c.on_confirm.clear();
         for (auto& f : waiting) f(err);
-        if (!err && resubscribe) notify_resubscribed(name);
+        if (announce) notify_resubscribed(name);
       }});
 }
 
@@ -171,7 +174,9 @@ void Notifier::on_connection_state(Connection& c, Connection::State s) {
   const std::string key = key_of(c);
   if (s == Connection::State::down) {
     for (auto& [name, ch] : channels_) {
-      if (ch.node == key) ch.confirmed = false;
+      if (ch.node != key) continue;
+      ch.dropped = ch.dropped || ch.confirmed;
+      ch.confirmed = false;
     }
     if (route_ && suspect_) suspect_();
   }

@@ -71,6 +71,11 @@ class Notifier final : public Connection::Observer {
     std::vector<Listener*> listeners;
     bool confirmed = false;
     bool in_flight = false;   // a SUBSCRIBE awaits its reply
+    // It was confirmed once and its connection went down since: the next confirmation is a
+    // resubscription, whoever asked for it (a listener that subscribes during the reconnect
+    // sends the SUBSCRIBE, and the reconnect then skips the channel in flight), so the
+    // listeners are told to re-check (notify_resubscribed).
+    bool dropped = false;
     std::uint64_t epoch = 0;  // identifies this subscription; a late reply for an older one is ignored
     std::vector<Confirmed> on_confirm;
     std::string node;  // key of the connection that carries it

@@ -41,6 +41,7 @@ struct Conn {
   bool swallowed = false;         // a black hole threw bytes of it away
   bool severed = false;           // sever(): the server's side is closed, the client's ignored
   bool dead = false;
+  bool held = false;              // accepted in pause_new: nothing flows until the mode changes
 };
 
 void close_fd(int& fd) noexcept {
@@ -146,6 +147,7 @@ void FaultProxy::delay(std::chrono::milliseconds d) {
   set_mode(d.count() > 0 ? Mode::delay : Mode::pass, d);
 }
 void FaultProxy::pause() { set_mode(Mode::pause, std::chrono::milliseconds(0)); }
+void FaultProxy::pause_new() { set_mode(Mode::pause_new, std::chrono::milliseconds(0)); }
 void FaultProxy::blackhole() { set_mode(Mode::blackhole, std::chrono::milliseconds(0)); }
 void FaultProxy::hold_replies() { set_mode(Mode::hold_replies, std::chrono::milliseconds(0)); }
 
@@ -229,13 +231,14 @@ void FaultProxy::run() noexcept {
         if (!c.dead && !c.severed && (c.swallowed || c.server < 0)) close_conn(c);
       }
     }
+    if (mode != Mode::pause_new) {
+      for (Conn& c : conns) c.held = false;
+    }
     last_mode = mode;
     conns.remove_if([](const Conn& c) { return c.dead; });
 
     const auto now = Clock::now();
-    const bool forwarding = mode == Mode::pass || mode == Mode::delay;
-    // hold_replies: only the server's side waits.
-    const bool to_server_flows = forwarding || mode == Mode::hold_replies;
+    const bool passing = mode == Mode::pass || mode == Mode::delay;
 
     // Build the poll set: the wake fd, the listener, then two entries per connection.
     std::vector<pollfd> fds;
@@ -243,6 +246,10 @@ void FaultProxy::run() noexcept {
     fds.push_back({listen_fd_, POLLIN, 0});
     auto timeout = std::chrono::milliseconds(-1);
     for (Conn& c : conns) {
+      // pause_new: the connections accepted before it pass.
+      const bool forwarding = passing || (mode == Mode::pause_new && !c.held);
+      // hold_replies: only the server's side waits.
+      const bool to_server_flows = forwarding || mode == Mode::hold_replies;
       short cev = POLLIN;
       short sev = POLLIN;
       if (to_server_flows) {
@@ -283,6 +290,7 @@ void FaultProxy::run() noexcept {
         accepted_.fetch_add(1);
         Conn c;
         c.client = cfd;
+        c.held = mode == Mode::pause_new;
         if (mode != Mode::blackhole) {
           c.server = connect_upstream(upstream_host_, upstream_port_);
           if (c.server < 0) {  // server down: refuse as it would
@@ -295,14 +303,15 @@ void FaultProxy::run() noexcept {
       }
     }
 
-    const bool forward_now = mode == Mode::pass || mode == Mode::delay;
-    const bool forward_to_server = forward_now || mode == Mode::hold_replies;
+    const bool passing_now = mode == Mode::pass || mode == Mode::delay;
     const auto after = Clock::now();
     std::size_t i = 2;
     for (Conn& c : conns) {
       const pollfd& cp = fds[i++];
       const pollfd& sp = fds[i++];
       if (c.dead) continue;
+      const bool forward_now = passing_now || (mode == Mode::pause_new && !c.held);
+      const bool forward_to_server = forward_now || mode == Mode::hold_replies;
       bool ok = true;
       // Read from both sides; queue (or throw away, in a black hole).
       for (auto [fd, revents, pipe] : {std::tuple{c.client, cp.revents, &c.to_server},

@@ -10,6 +10,9 @@
 //              a slow link. delay(0) is pass.
 //   pause      bytes are read and held in the proxy; nothing is forwarded. pass()/delay()
 //              release the held bytes in order: a stall that heals without loss.
+//   pause_new  connections open now pass; bytes of those accepted from now on are read and held
+//              (in both directions) until the mode changes: a reconnect that hangs in its
+//              handshake while the connections it left alone work.
 //   hold_replies  bytes to the server flow as they arrive; bytes from the server (replies,
 //              pub/sub messages) are read and held. pass()/delay() release them in order: the
 //              commands ran, their answers come late (a paused client process, a reply stuck
@@ -43,7 +46,7 @@ namespace dlock::test {
 
 class FaultProxy {
  public:
-  enum class Mode { pass, delay, pause, blackhole, hold_replies };
+  enum class Mode { pass, delay, pause, blackhole, hold_replies, pause_new };
 
   // Listens on 127.0.0.1:<free port>, forwarding to upstream_host:upstream_port (connected
   // anew for every accepted client, so a restarted server on the same port is picked up).
@@ -60,6 +63,7 @@ class FaultProxy {
   void pass();
   void delay(std::chrono::milliseconds d);
   void pause();
+  void pause_new();
   void blackhole();
   void hold_replies();
   void drop();
