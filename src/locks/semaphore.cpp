@@ -46,7 +46,9 @@ namespace {
 // The queue is FIFO with head-of-line blocking: a head that needs k permits holds the waiters
 // behind it until k are free at once. That wait ends when holders release or expire, except for
 // a k above the limit, which only set_permits() can satisfy: such a waiter leaves the shared queue
-// for one of its own (this suffix), where it waits for a resize without holding anybody up.
+// for one of its own (this suffix, then k), where it waits for a resize without holding anybody
+// up. One such queue per k: a resize that lets a smaller k in must not leave it queued behind a
+// larger one still above the limit (only a queue's head tries).
 constexpr const char* over_limit_queue = ":permits:over-limit";
 
 Result<Reply> eval_blocking(const std::shared_ptr<ClientCore>& core, const Script& s,
@@ -140,7 +142,7 @@ std::shared_ptr<const SemaphoreLegs> Semaphore::legs(std::size_t k) const {
   req.attempt = script_attempt(core_, std::move(spec));
   req.watch_keys = {key_ + ":permits"};  // gone when the last permit is released or expires
   legs->over = req;  // the same try (one spec), waiting in the other queue
-  legs->over.key = key_ + over_limit_queue;
+  legs->over.key = key_ + over_limit_queue + (":" + count);
   legs->over.wake_only_on = "resized";  // a release never makes room for more than the limit
   return legs;
 }

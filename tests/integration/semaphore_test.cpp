@@ -475,6 +475,28 @@ TEST_F(SemaphoreTest, RequestAboveTheLimitBlocksNobody) {
   EXPECT_LT(ms_since(t2), scaled(1500ms));
 }
 
+// Two requests above the limit in one Client, the larger first: a resize that makes room for the
+// smaller one only lets it in at once. Both used to wait in one over-limit queue, where only its
+// head tried, so the smaller waited behind the larger for as long as the larger did not fit.
+TEST_F(SemaphoreTest, ARequestAboveTheLimitDoesNotHoldUpASmallerOneThatAResizeLetIn) {
+  dlock::Semaphore sem(*client, "over-two", 2);
+  dlock::Semaphore admin(*client, "over-two", 2);
+  // Its timeout is the time the smaller request waited behind it before the fix.
+  Waiter ten(sem, 10, dlock::WaitOptions{scaled(4000ms), 10000ms});
+  std::this_thread::sleep_for(200ms);  // it tried, found 10 above the limit of 2, waits for a resize
+  Waiter three(sem, 3, dlock::WaitOptions{8000ms, 10000ms});
+  std::this_thread::sleep_for(200ms);
+  ASSERT_FALSE(three.done());
+  ASSERT_TRUE(admin.set_permits(5).ok());
+  ASSERT_EQ(three.result.wait_for(scaled(2000ms)), std::future_status::ready)
+      << "the request that the resize let in waited behind one still above the limit";
+  auto r = three.result.get().first;
+  ASSERT_TRUE(r.ok()) << r.error().what();
+  EXPECT_EQ(raw->cmd_int({"ZCARD", sem.key() + ":permits"}), 3);
+  ASSERT_FALSE(ten.done());  // still above the limit of 5
+  EXPECT_TRUE(r->release().ok());
+}
+
 // Two Clients (two processes' worth of queues), three waiters each: within a Client waiters are
 // served in the order they asked; the Clients themselves race.
 TEST_F(SemaphoreTest, FifoWithinEachClient) {
