@@ -194,6 +194,11 @@ class AcquireOp final : public std::enable_shared_from_this<AcquireOp> {
   void wake() {
     if (state_ != State::sleeping) return;
     if (timer_) timer_->cancel();
+    // A notification that arrives after the deadline, before the sleep's own timer ran (the
+    // deadline timer leaves a sleeping waiter to it): a try now would not be bounded by it.
+    // Kept alive: finishing takes this op out of its queue, which may hold the last reference.
+    const auto self = shared_from_this();
+    if (past_deadline()) return;
     try_now();
   }
 
@@ -387,7 +392,13 @@ class AcquireOp final : public std::enable_shared_from_this<AcquireOp> {
     if (deadline_timer_) deadline_timer_->cancel();
     if (queue_) {
       auto q = std::move(queue_);
-      q->remove(this, result.ok() && !pass_turn_, others_ttl_);
+      const bool acquired = result.ok() && !pass_turn_;
+      // The next head waits for this hold's release, which a lease that runs out or is lost
+      // never publishes: its sleep is bounded by this lease's validity, as a waiter's behind a
+      // holder elsewhere is by the holder's TTL (shared holds: by the others' holds).
+      std::optional<milliseconds> holder_ttl = others_ttl_;
+      if (acquired && !holder_ttl) holder_ttl = result->remaining();
+      q->remove(this, acquired, holder_ttl);
     }
     auto done = std::move(done_);
     done(std::move(result));

@@ -227,6 +227,39 @@ TEST_F(MutexTest, FixedTtlExpiryFreesLockAndReportsLossOnce) {
   EXPECT_TRUE(b.last_error().code == std::error_code{}) << b.last_error().what();
 }
 
+// A waiter queued behind a holder of its own process, whose lease then ends without a release (a
+// fixed TTL that runs out: nothing is published): its sleep is bounded by that lease, as a
+// waiter's behind a holder elsewhere is by the holder's TTL, not by its recheck interval. It used
+// to sleep the whole interval (4-6 s here), while a waiter of another Client took the lock first.
+TEST_F(MutexTest, AWaiterBehindAHolderOfItsOwnProcessWakesWhenThatLeaseRunsOut) {
+  dlock::Client other_client(server->url());
+  dlock::Mutex blocker(other_client, "own-holder");
+  auto first = blocker.acquire();
+  ASSERT_TRUE(first.ok()) << first.error().what();
+  dlock::Mutex m1(*client, "own-holder", fixed_ttl(400ms));
+  dlock::Mutex m2(*client, "own-holder", fixed_ttl(400ms));
+  dlock::WaitOptions long_recheck;
+  long_recheck.timeout = 20000ms;
+  long_recheck.recheck_interval = 8000ms;
+  auto t1 = std::async(std::launch::async, [&] { return m1.acquire(long_recheck); });
+  std::this_thread::sleep_for(200ms);
+  auto t2 = std::async(std::launch::async, [&] {
+    auto r = m2.acquire(long_recheck);
+    return std::make_pair(std::move(r), SteadyClock::now());
+  });
+  std::this_thread::sleep_for(200ms);
+  ASSERT_TRUE(first->release().ok());
+  ASSERT_EQ(t1.wait_for(scaled(3s)), std::future_status::ready);
+  auto l1 = t1.get();  // kept, not released: its key expires
+  ASSERT_TRUE(l1.ok()) << l1.error().what();
+  const auto t_first = SteadyClock::now();
+  ASSERT_EQ(t2.wait_for(scaled(3s)), std::future_status::ready)
+      << "the second waiter slept through the end of its own process's lease";
+  auto [l2, at] = t2.get();
+  ASSERT_TRUE(l2.ok()) << l2.error().what();
+  EXPECT_GE(at - t_first, 300ms);  // not before the first lease ran out
+}
+
 // 4. The watchdog keeps a 300 ms lease for 1.5 s (5x its TTL).
 TEST_F(MutexTest, WatchdogKeepsLockPastItsTtl) {
   LossProbe probe;
