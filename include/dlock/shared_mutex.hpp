@@ -87,6 +87,12 @@ class SharedMutex {
   // --- Lease API -----------------------------------------------------------------------------
   // acquire(wait, stop): takes it for writing (exclusive). While waiting, its intent keeps new
   // readers out. Errors as for Mutex::acquire (busy, timeout, cancelled, wrong_type, connection...).
+  // Not guaranteed, unlike Mutex: that a timeout or cancellation is reported by the deadline. A
+  // writer that stops waiting first withdraws its intent and reports once the server answered
+  // that (and the try still in flight), so that readers are not kept out after it returned. On
+  // a prompt server that is one round trip; on a stalled one it is up to the command timeout
+  // (ClientOptions::command_timeout) past the deadline. A lost connection is reported at once
+  // (the withdrawal is then sent again until its outcome is known).
   Result<Lease> acquire(WaitOptions wait = {}, std::stop_token stop = {});
   // acquire_shared(wait, stop): takes it for reading (shared). Waits while a writer holds it or
   // waits for it. The Lease's token is the current writer epoch (see above).
@@ -111,6 +117,7 @@ class SharedMutex {
   // --- Standard Lockable / TimedLockable / SharedTimedLockable members ----------------------
   void lock();
   bool try_lock();
+  // try_lock_for()/try_lock_until() may return false after the deadline: see acquire().
   template <class Rep, class Period>
   bool try_lock_for(const std::chrono::duration<Rep, Period>& d) {
     return timed_try(detail::clamp_ms(d), false);
