@@ -75,12 +75,12 @@ bool executable_file(const std::string& path, int& err) {
 
 // SIGTTOU is ignored around tcsetpgrp(): a process that changes the foreground group from
 // outside it would otherwise be stopped. Async-signal-safe.
-void set_foreground(pid_t pgrp) {
+void set_foreground(int tty, pid_t pgrp) {
   struct sigaction ignore {}, old {};
   ignore.sa_handler = SIG_IGN;
   sigemptyset(&ignore.sa_mask);
   ::sigaction(SIGTTOU, &ignore, &old);
-  ::tcsetpgrp(STDIN_FILENO, pgrp);
+  ::tcsetpgrp(tty, pgrp);
   ::sigaction(SIGTTOU, &old, nullptr);
 }
 
@@ -156,6 +156,12 @@ ProgramLookup find_program(const std::string& name) {
 
 ChildCommand::~ChildCommand() {
   take_terminal_back();
+  struct CloseTty {  // whatever happens below
+    int fd;
+    ~CloseTty() {
+      if (fd > STDERR_FILENO) ::close(fd);
+    }
+  } close_tty{tty_fd_};
   // Normally the group is gone by now (poll() said so) or was killed (cmd_run). Should dlock
   // leave it any other way (an exception out of its supervision), the command must not run on
   // without the lock's watchdog: what the guard would do if dlock died, done here.
@@ -175,12 +181,33 @@ ChildCommand::~ChildCommand() {
   disarm_guard();
 }
 
-void ChildCommand::give_terminal_to(pid_t pgrp) const { set_foreground(pgrp); }
+void ChildCommand::give_terminal_to(pid_t pgrp) const { set_foreground(tty_fd_, pgrp); }
 
-bool ChildCommand::in_foreground() const { return tty_ && ::tcgetpgrp(STDIN_FILENO) == ::getpgrp(); }
+bool ChildCommand::in_foreground() const { return tty_ && ::tcgetpgrp(tty_fd_) == ::getpgrp(); }
 
 bool ChildCommand::command_has_terminal() const {
-  return tty_ && pid_ > 0 && ::tcgetpgrp(STDIN_FILENO) == pid_;
+  return tty_ && pid_ > 0 && ::tcgetpgrp(tty_fd_) == pid_;
+}
+
+// The controlling terminal: stdin when it is that terminal, else /dev/tty, which opens it
+// whatever the standard streams are (`echo y | dlock run ...`, `< /dev/null` at a terminal).
+// Judged by stdin alone, a command run that way never got the terminal: one that opened
+// /dev/tty (a password prompt, a pager) stopped on SIGTTIN unseen while dlock renewed the lock,
+// and Ctrl-C went to dlock's group instead of the command's. -1 without a controlling terminal
+// (a daemon, cron, ssh without -t: open() fails with ENXIO).
+void ChildCommand::find_terminal() {
+  if (tty_fd_ >= 0) return;
+  if (::isatty(STDIN_FILENO) == 1 && ::tcgetpgrp(STDIN_FILENO) != -1) {
+    tty_fd_ = STDIN_FILENO;
+  } else {
+    const int fd = ::open("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC);
+    if (fd >= 0 && ::tcgetpgrp(fd) != -1) {
+      tty_fd_ = fd;
+    } else if (fd >= 0) {
+      ::close(fd);
+    }
+  }
+  tty_ = tty_fd_ >= 0;
 }
 
 // Only from the command: taken while dlock is in the background (the command stopped after a
@@ -241,7 +268,7 @@ int ChildCommand::start(const std::string& path, const std::vector<std::string>&
   // Job control: stdin is dlock's controlling terminal. The command gets it when dlock is the
   // terminal's foreground job; in the background (`dlock run ... &`) it does not, and a read
   // from the terminal stops it (SIGTTIN) until `fg`.
-  tty_ = ::isatty(STDIN_FILENO) == 1 && ::tcgetpgrp(STDIN_FILENO) != -1;
+  find_terminal();
   const bool take_terminal = in_foreground();
   const pid_t parent = ::getpid();
   const pid_t own_group = ::getpgrp();
@@ -258,7 +285,7 @@ int ChildCommand::start(const std::string& path, const std::vector<std::string>&
     ::setpgid(0, 0);
     // Still dlock's: a Ctrl-Z and `bg` since the check would have the command take the terminal
     // from the shell.
-    if (take_terminal && ::tcgetpgrp(STDIN_FILENO) == own_group) set_foreground(::getpid());
+    if (take_terminal && ::tcgetpgrp(tty_fd_) == own_group) set_foreground(tty_fd_, ::getpid());
     // Dies with dlock: the command must never run without the lock's watchdog.
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (::getppid() != parent) ::_exit(126);
@@ -287,7 +314,7 @@ int ChildCommand::start(const std::string& path, const std::vector<std::string>&
   }
   pid_ = pid;
   ::setpgid(pid, pid);  // also here, so signal_group() works before the child ran
-  if (take_terminal && ::tcgetpgrp(STDIN_FILENO) == own_group) give_terminal_to(pid);
+  if (take_terminal && ::tcgetpgrp(tty_fd_) == own_group) give_terminal_to(pid);
   ::close(report[1]);
   int err = 0;
   ssize_t n;

@@ -99,6 +99,7 @@ class ChildCommand {
   // After a stop that could not be completed: the command gets the terminal back if dlock has
   // it, and its group is continued.
   void undo_stop();
+  void find_terminal();
   void give_terminal_to(pid_t pgrp) const;
   bool in_foreground() const;         // dlock's group has the terminal
   bool command_has_terminal() const;  // the command's group has it
@@ -114,7 +115,8 @@ class ChildCommand {
   void disarm_guard();
 
   pid_t pid_ = -1;
-  bool tty_ = false;  // stdin is dlock's controlling terminal: job control applies
+  bool tty_ = false;  // dlock has a controlling terminal: job control applies
+  int tty_fd_ = -1;   // that terminal: stdin, or /dev/tty opened (find_terminal())
   bool ended_with_terminal_ = false;  // the first process died of a signal holding the terminal
   std::optional<int> status_;
   int term_signal_ = 0;

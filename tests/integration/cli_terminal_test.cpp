@@ -186,6 +186,36 @@ TEST_F(CliTerminalTest, CtrlCStopsTheLoopAroundTheCommand) {
   EXPECT_FALSE(held("loop")) << "the lock is still held after Ctrl-C";
 }
 
+// The same with dlock's stdin redirected (a script's `< /dev/null`, a pipe into it): the terminal
+// is still dlock's controlling one, found through /dev/tty. Judged by stdin alone, the command
+// did not get the terminal, Ctrl-C reached dlock's group, and dlock exited 130 without ending
+// the loop (it had forwarded the signal itself).
+TEST_F(CliTerminalTest, CtrlCStopsTheLoopAroundTheCommandWhoseStdinIsRedirected) {
+  shell->send("for i in 1 2 3; do dlock run loop-in -- sleep 30; echo \"iter $i rc=$?\"; done < /dev/null\n");
+  ASSERT_TRUE(eventually([&] { return held("loop-in"); }, 10s)) << shell->output();
+  std::this_thread::sleep_for(300ms);
+  shell->send("\x03");
+  shell->send("echo after-$((6 * 7))\n");
+  ASSERT_TRUE(shell->wait_for("after-42", 10s)) << "the loop went on after Ctrl-C\n" << shell->output();
+  EXPECT_EQ(shell->output().find("iter 2"), std::string::npos) << shell->output();
+  EXPECT_FALSE(held("loop-in")) << "the lock is still held after Ctrl-C";
+}
+
+// A command whose stdin is a pipe reads the terminal through /dev/tty (a password prompt): it
+// has the terminal, so the read works. It stopped on SIGTTIN, unseen by dlock, which renewed the
+// lock for ever.
+TEST_F(CliTerminalTest, ACommandWithStdinFromAPipeCanReadTheTerminal) {
+  shell->send("echo piped | dlock run tty-read -- sh -c 'read p; read t < /dev/tty; echo \"got-$p-$t\"'\n");
+  ASSERT_TRUE(eventually([&] { return held("tty-read"); }, 10s)) << shell->output();
+  std::this_thread::sleep_for(500ms);  // the command waits in its read of /dev/tty
+  shell->send("typed\n");
+  ASSERT_TRUE(shell->wait_for("got-piped-typed", 10s)) << "the command could not read the terminal\n"
+                                                       << shell->output();
+  EXPECT_TRUE(eventually([&] { return !held("tty-read"); }, 10s)) << "the lock was not released";
+  shell->send("echo after-$((6 * 7))\n");
+  EXPECT_TRUE(shell->wait_for("after-42", 10s)) << shell->output();
+}
+
 // A command started in the background stops when it reads the terminal (SIGTTIN), dlock with
 // it, and `fg` brings both back: the command gets the terminal and reads it. It stayed stopped
 // in its own group, which `fg` (continuing dlock's) never reached: the terminal hung and the
