@@ -100,9 +100,13 @@ RunSettings parse_settings(Context& ctx, const Args& args) {
                      dlock::format_duration(margin_of(least)) + " before the lease can end");
   }
   if (s.grace + 2 * s.margin + s.drift > s.ttl) {
-    throw UsageError("--grace " + dlock::format_duration(s.grace) + " must be shorter than --ttl " +
-                     dlock::format_duration(s.ttl) + " (at most " +
-                     dlock::format_duration(std::max(milliseconds(0), s.ttl - 2 * s.margin - s.drift)) + ")");
+    // Named as the default when it is one: "--grace 5s" in the message of a command line that
+    // gave only --ttl sent the reader looking for an option they never passed.
+    const bool given = a.last("--grace").has_value();
+    throw UsageError(std::string(given ? "" : "the default ") + "--grace " + dlock::format_duration(s.grace) +
+                     " must be shorter than --ttl " + dlock::format_duration(s.ttl) + " (at most " +
+                     dlock::format_duration(std::max(milliseconds(0), s.ttl - 2 * s.margin - s.drift)) + ")" +
+                     (given ? "" : ": give a shorter --grace, or a longer --ttl"));
   }
   return s;
 }

@@ -148,6 +148,13 @@ Result<void> LockTarget::prepare(std::optional<std::size_t>& changed_from) {
     if (!info->permits_limit) {
       return Error(errc::invalid_argument, "semaphore '" + name_ + "' does not exist yet: give its size with --permits N");
     }
+    // More than it has could only be taken after a resize: without this, the wait went on
+    // (for ever without --wait) with nothing said, as if other holders were in the way.
+    if (*info->permits_limit >= 0 && spec_.take > static_cast<unsigned long long>(*info->permits_limit)) {
+      return Error(errc::invalid_argument, "--take " + std::to_string(spec_.take) + " is more than semaphore '" + name_ +
+                                               "' has (" + std::to_string(*info->permits_limit) +
+                                               " permits): resize it with --permits N first");
+    }
     return {};
   }
   const auto wanted = static_cast<long long>(*spec_.permits);

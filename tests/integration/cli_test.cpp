@@ -495,6 +495,12 @@ TEST_F(CliTest, UsageErrorsExit64) {
       << describe(no_prefix);
   auto word_as_prefix = dlock({"--prefix", "run", "status", "job"});
   EXPECT_EQ(word_as_prefix.exit_code, 0) << describe(word_as_prefix);
+  // A TTL too short for the default grace names it as the default, and the way out.
+  auto default_grace = dlock({"run", "x", "--ttl", "5s", "--", "true"});
+  EXPECT_EQ(default_grace.exit_code, 64) << describe(default_grace);
+  EXPECT_NE(default_grace.err.find("the default --grace 5s must be shorter than --ttl 5s"), std::string::npos)
+      << describe(default_grace);
+  EXPECT_EQ(dlock({"run", "x", "--ttl", "6400ms", "--", "true"}).exit_code, 0) << "the help says 6.4s fits";
   // A TTL with no room even for --grace 0 is named as the problem, with the least that works
   // (it said "--grace 0s must be shorter than --ttl 100ms (at most 0s)"); that least works.
   auto short_ttl = dlock({"run", "x", "--ttl", "100ms", "--grace", "0", "--", "true"});
@@ -1278,13 +1284,25 @@ TEST_F(CliTest, AWaitShorterThanARoundTripStillTakesAFreeLock) {
 TEST_F(CliTest, AcquireEvaluatedByAShellHandsTheOwnerToLaterCommands) {
   const std::string script =
       "unset DLOCK_OWNER DLOCK_FENCING_TOKEN\n"
-      "eval \"$(\"$0\" --redis \"$1\" acquire shellish --ttl 30s)\" || exit 90\n"
+      "lease=$(\"$0\" --redis \"$1\" acquire shellish --ttl 30s) || exit\n"
+      "eval \"$lease\" || exit 90\n"
       "test -n \"$DLOCK_FENCING_TOKEN\" || exit 91\n"
       "\"$0\" --redis \"$1\" extend shellish --ttl 60s || exit 92\n"
       "\"$0\" --redis \"$1\" release shellish || exit 93\n";
   auto r = dlock::test::run_command({"/bin/sh", "-c", script, binary(), server->url()}, env_with({}), 30s);
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_EQ(raw->cmd({"EXISTS", key("shellish")}), "0") << "not released";
+
+  // And a failed acquisition stops it, with acquire's status (eval "$(...)" alone went on: an
+  // eval of nothing succeeds).
+  hold_foreign("shellish");
+  const std::string stops =
+      "lease=$(\"$0\" --redis \"$1\" acquire shellish --ttl 30s --no-wait) || exit\n"
+      "eval \"$lease\"\n"
+      "echo went-on\n";
+  auto busy = dlock::test::run_command({"/bin/sh", "-c", stops, binary(), server->url()}, env_with({}), 30s);
+  EXPECT_EQ(busy.exit_code, 75) << busy.out << busy.err;
+  EXPECT_EQ(busy.out.find("went-on"), std::string::npos) << busy.out;
 }
 
 // ------------------------------------------------------------------ inspection and repair
@@ -1828,6 +1846,11 @@ TEST_F(CliTest, RunSemaphorePermitsIsItsSize) {
   EXPECT_NE(resized.err.find("set to 3"), std::string::npos) << resized.err;
   EXPECT_EQ(raw->cmd({"GET", key("sem") + ":limit"}), "3");
   EXPECT_EQ(dlock({"run", "--take", "2", "sem", "--no-wait", "--", "true"}).exit_code, 75) << "1 free, 2 wanted";
+  // More than the stored size could only be taken after a resize: refused, not waited for.
+  auto too_many = dlock({"run", "--take", "4", "sem", "--wait", "30s", "--", "true"});
+  EXPECT_EQ(too_many.exit_code, 64) << describe(too_many);
+  EXPECT_NE(too_many.err.find("--take 4 is more than semaphore 'sem' has (3 permits)"), std::string::npos)
+      << too_many.err;
   auto json = dlock({"--json", "run", "--permits", "4", "--take", "2", "sem", "--no-wait", "--", "true"});
   EXPECT_EQ(json.exit_code, 0) << describe(json);
   auto outcome = parse_json(last_line(json.err), "run semaphore --json");
