@@ -165,6 +165,19 @@ class CliTerminalTest : public ::testing::Test {
     return paren == std::string::npos || paren + 2 >= stat.size() ? '\0' : stat[paren + 2];
   }
 
+  // A shell loop runs `dlock run NAME -- sleep 30` (the loop's stdin: `redirect`); Ctrl-C while
+  // the command runs ends the loop, and the lock is released.
+  void ctrl_c_stops_the_loop(const std::string& name, const std::string& redirect) {
+    shell->send("for i in 1 2 3; do dlock run " + name + " -- sleep 30; echo \"iter $i rc=$?\"; done" + redirect + "\n");
+    ASSERT_TRUE(eventually([&] { return held(name); }, 10s)) << shell->output();
+    std::this_thread::sleep_for(300ms);  // sleep runs, in the terminal's foreground
+    shell->send("\x03");
+    shell->send("echo after-$((6 * 7))\n");
+    ASSERT_TRUE(shell->wait_for("after-42", 10s)) << "the loop went on after Ctrl-C\n" << shell->output();
+    EXPECT_EQ(shell->output().find("iter 2"), std::string::npos) << shell->output();
+    EXPECT_FALSE(held(name)) << "the lock is still held after Ctrl-C";
+  }
+
   std::string dir_;
 
   std::optional<RedisServer> server;
@@ -175,30 +188,14 @@ class CliTerminalTest : public ::testing::Test {
 // Ctrl-C on a command run under dlock stops the shell loop around it, as with flock(1). The
 // signal reaches only the command, which has the terminal; dlock exited 130 and the loop went on
 // to its next iteration. Now dlock, once the lock is released, ends by the signal itself.
-TEST_F(CliTerminalTest, CtrlCStopsTheLoopAroundTheCommand) {
-  shell->send("for i in 1 2 3; do dlock run loop -- sleep 30; echo \"iter $i rc=$?\"; done\n");
-  ASSERT_TRUE(eventually([&] { return held("loop"); }, 10s)) << shell->output();
-  std::this_thread::sleep_for(300ms);  // sleep runs, in the terminal's foreground
-  shell->send("\x03");
-  shell->send("echo after-$((6 * 7))\n");
-  ASSERT_TRUE(shell->wait_for("after-42", 10s)) << "the loop went on after Ctrl-C\n" << shell->output();
-  EXPECT_EQ(shell->output().find("iter 2"), std::string::npos) << shell->output();
-  EXPECT_FALSE(held("loop")) << "the lock is still held after Ctrl-C";
-}
+TEST_F(CliTerminalTest, CtrlCStopsTheLoopAroundTheCommand) { ctrl_c_stops_the_loop("loop", ""); }
 
 // The same with dlock's stdin redirected (a script's `< /dev/null`, a pipe into it): the terminal
 // is still dlock's controlling one, found through /dev/tty. Judged by stdin alone, the command
 // did not get the terminal, Ctrl-C reached dlock's group, and dlock exited 130 without ending
 // the loop (it had forwarded the signal itself).
 TEST_F(CliTerminalTest, CtrlCStopsTheLoopAroundTheCommandWhoseStdinIsRedirected) {
-  shell->send("for i in 1 2 3; do dlock run loop-in -- sleep 30; echo \"iter $i rc=$?\"; done < /dev/null\n");
-  ASSERT_TRUE(eventually([&] { return held("loop-in"); }, 10s)) << shell->output();
-  std::this_thread::sleep_for(300ms);
-  shell->send("\x03");
-  shell->send("echo after-$((6 * 7))\n");
-  ASSERT_TRUE(shell->wait_for("after-42", 10s)) << "the loop went on after Ctrl-C\n" << shell->output();
-  EXPECT_EQ(shell->output().find("iter 2"), std::string::npos) << shell->output();
-  EXPECT_FALSE(held("loop-in")) << "the lock is still held after Ctrl-C";
+  ctrl_c_stops_the_loop("loop-in", " < /dev/null");
 }
 
 // A command whose stdin is a pipe reads the terminal through /dev/tty (a password prompt): it
