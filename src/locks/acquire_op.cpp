@@ -396,8 +396,9 @@ class AcquireOp final : public std::enable_shared_from_this<AcquireOp> {
       // The next head waits for this hold's release, which a lease that runs out or is lost
       // never publishes: its sleep is bounded by this lease's validity, as a waiter's behind a
       // holder elsewhere is by the holder's TTL (shared holds: by the others' holds).
+      // (Read only when a waiter is next: most acquisitions have nobody behind them.)
       std::optional<milliseconds> holder_ttl = others_ttl_;
-      if (acquired && !holder_ttl) holder_ttl = result->remaining();
+      if (acquired && !holder_ttl && q->size() > 1) holder_ttl = result->remaining();
       q->remove(this, acquired, holder_ttl);
     }
     auto done = std::move(done_);
