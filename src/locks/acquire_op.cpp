@@ -298,7 +298,16 @@ class AcquireOp final : public std::enable_shared_from_this<AcquireOp> {
       case Attempt::Kind::failed: return finish(std::move(a.error));
       case Attempt::Kind::busy: break;
     }
-    if (single_) return finish(Error(errc::busy, req_.what + " is held by another owner"));
+    if (single_) {
+      // Still busy (the documented outcome of a try that did not get the lock), but said as it
+      // was: "held by another owner" sent operators looking for a holder nobody was.
+      if (a.late) {
+        return finish(Error(errc::busy, req_.what +
+                                            " was acquired, but the answer came after the lease's validity ended, so "
+                                            "it was given back (a slow server or a paused process)"));
+      }
+      return finish(Error(errc::busy, req_.what + " is held by another owner"));
+    }
     // A try that acquired but was answered after its validity ended was given back. Once, it is
     // a pause or a hiccup; try after try, the lease TTL is shorter than this server's round
     // trip, and the wait would go on to its deadline (or for ever) taking and giving back.

@@ -296,6 +296,8 @@ TEST_P(LateReplyKinds, OneTryGivesBackTheHoldAndReportsBusy) {
   ASSERT_FALSE(r->ok()) << k.label << ": returned a lease whose validity was over (remaining "
                         << r->value().remaining().count() << " ms, token " << r->value().token().value << ")";
   EXPECT_EQ(r->code(), dlock::errc::busy) << r->error().what();
+  // Said as it was: no other owner held it.
+  EXPECT_EQ(std::string(r->error().what()).find("held by another owner"), std::string::npos) << r->error().what();
   // Reported only once the release was answered: nothing of the late owner is left.
   EXPECT_TRUE(k.clean(*raw, name)) << k.label << ": the late hold was left on the server";
   EXPECT_TRUE(eventually([&] { return late->active_leases() == 0; }, scaled(2000ms)))
